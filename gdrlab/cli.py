@@ -1,0 +1,53 @@
+"""The ``gdrlab`` command. Each subcommand lives in ``gdrlab/commands/<name>.py`` with two
+functions: ``add_parser(subparsers)`` and ``run(args) -> int``. With ``--json`` a command prints
+exactly one JSON document on stdout and nothing else; progress and messages go to stderr."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+from . import __version__
+from .errors import GdrlabError
+
+COMMANDS = ["doctor", "topo", "bench", "serve", "model", "p2p_matrix", "nccl", "lab"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gdrlab",
+        description="Learn GPUDirect RDMA by measuring it: discovery, topology, benchmarks and models.",
+    )
+    parser.add_argument("--version", action="version", version=f"gdrlab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            mod = importlib.import_module(f"gdrlab.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"gdrlab.commands.{name}":
+                continue  # command not part of this build
+            raise
+        p = mod.add_parser(sub)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        print("gdrlab: interrupted", file=sys.stderr)
+        return 130
+    except (GdrlabError, ValueError, OSError) as exc:
+        # One line on stderr; with --json also a JSON error document on stdout.
+        name = type(exc).__name__
+        if getattr(args, "json", False):
+            print(json.dumps({"error": {"type": name, "message": str(exc)}}))
+        print(f"gdrlab {args.command}: {name}: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,1 @@
+"""Subcommands of the ``gdrlab`` command line (see gdrlab.cli)."""

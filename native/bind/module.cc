@@ -1,0 +1,218 @@
+// The only file that includes nanobind: the engine itself is plain C++. Long calls release the
+// GIL; every gdrlab::Error becomes the matching gdrlab.errors class.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include "buffer.h"
+#include "copybench.h"
+#include "devinfo.h"
+#include "error.h"
+#include "frame.h"
+#include "paths.h"
+#include "session.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+using namespace gdrlab;
+
+namespace {
+
+MemKind kind_from(const std::string& s) {
+  if (s == "pageable") return MemKind::Pageable;
+  if (s == "pinned") return MemKind::Pinned;
+  if (s == "device") return MemKind::Device;
+  throw_invalid("unknown memory kind '" + s + "'; valid: pageable, pinned, device");
+}
+
+CopyDir dir_from(const std::string& s) {
+  if (s == "h2d") return CopyDir::H2D;
+  if (s == "d2h") return CopyDir::D2H;
+  if (s == "d2d") return CopyDir::D2D;
+  throw_invalid("unknown copy direction '" + s + "'; valid: h2d, d2h, d2d");
+}
+
+using Samples = nb::ndarray<nb::numpy, double, nb::ndim<1>>;
+
+Samples to_array(std::vector<double>&& v) {
+  auto* heap = new std::vector<double>(std::move(v));
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<double>*>(p); });
+  return Samples(heap->data(), {heap->size()}, owner);
+}
+
+nb::bytes header_bytes(uint32_t magic, uint16_t version, uint16_t type, uint32_t seq, uint32_t length) {
+  FrameHeader h{magic, version, type, seq, length};
+  uint8_t out[kHeaderBytes];
+  encode_header(h, out);
+  return nb::bytes(reinterpret_cast<const char*>(out), kHeaderBytes);
+}
+
+nb::bytes vec_bytes(const std::vector<uint8_t>& v) {
+  return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+}
+
+}  // namespace
+
+NB_MODULE(_native, m) {
+  m.doc() = "gdrlab transfer engine (private: use gdrlab.engine)";
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const Error& e) {
+      nb::object make = nb::module_::import_("gdrlab.errors").attr("_from_native");
+      nb::object exc = make(kind_name(e.kind), e.what(), e.library, e.call, e.code, e.text);
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+    }
+  });
+
+  nb::class_<Buffer>(m, "Buffer")
+      .def(nb::new_([](const std::string& kind, size_t size, int device) {
+             return std::make_unique<Buffer>(kind_from(kind), size, device);
+           }),
+           "kind"_a, "size"_a, "device"_a = 0)
+      .def_static("wrap", [](const std::string& kind, uintptr_t address, size_t size, int device, bool reg) {
+            return Buffer::wrap(kind_from(kind), address, size, device, reg);
+          }, "kind"_a, "address"_a, "size"_a, "device"_a = 0, "register"_a = false)
+      .def_prop_ro("kind", [](const Buffer& b) { return std::string(mem_kind_name(b.kind())); })
+      .def_prop_ro("size", &Buffer::size)
+      .def_prop_ro("device", &Buffer::device)
+      .def_prop_ro("address", &Buffer::address)
+      .def_prop_ro("owns", &Buffer::owns)
+      .def("fill_pattern", &Buffer::fill_pattern, "seed"_a, "offset"_a, "length"_a,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("check_pattern", &Buffer::check_pattern, "seed"_a, "offset"_a, "length"_a,
+           nb::call_guard<nb::gil_scoped_release>());
+
+  nb::class_<Client>(m, "Client")
+      .def(nb::init<const std::string&, int, const std::string&, int>(), "host"_a, "port"_a, "token"_a,
+           "timeout_ms"_a, nb::call_guard<nb::gil_scoped_release>())
+      .def_prop_ro("server_description", &Client::server_description)
+      .def("run",
+           [](Client& c, const std::string& path, int mode, uint64_t size, uint32_t iters, uint32_t warmup,
+              uint32_t window, uint64_t chunk, uint32_t depth, uint32_t device, uint64_t seed, Buffer* buffer,
+              size_t offset) {
+             TestSpec s;
+             s.path = static_cast<uint8_t>(path_from_name(path));
+             s.mode = static_cast<uint8_t>(mode);
+             s.size = size; s.iters = iters; s.warmup = warmup; s.window = window;
+             s.chunk = chunk; s.depth = depth; s.device = device; s.seed = seed;
+             RunResult r;
+             {
+               nb::gil_scoped_release release;
+               r = c.run(s, buffer, offset);
+             }
+             return std::make_tuple(to_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified);
+           },
+           "path"_a, "mode"_a, "size"_a, "iters"_a, "warmup"_a, "window"_a, "chunk"_a, "depth"_a,
+           "device"_a, "seed"_a, "buffer"_a = nb::none(), "offset"_a = 0)
+      .def("close", &Client::close, nb::call_guard<nb::gil_scoped_release>());
+
+  nb::class_<Server>(m, "Server")
+      .def(nb::init<const std::string&, int, const std::string&, int>(), "host"_a, "port"_a, "token"_a,
+           "timeout_ms"_a)
+      .def_prop_ro("port", &Server::port)
+      .def_prop_ro("clients_served", &Server::clients_served)
+      .def("serve_one", [](Server& s, int accept_ms) {
+            std::string err;
+            bool came;
+            {
+              nb::gil_scoped_release release;
+              came = s.serve_one(accept_ms, &err);
+            }
+            return std::make_pair(came, err);
+          }, "accept_ms"_a);
+
+  m.def("copy_samples", [](const std::string& dir, size_t size, int iters, int warmup, const std::string& host_kind,
+                           int device) {
+        std::vector<double> v;
+        {
+          nb::gil_scoped_release release;
+          v = copy_samples(dir_from(dir), size, iters, warmup, kind_from(host_kind), device);
+        }
+        return to_array(std::move(v));
+      }, "direction"_a, "size"_a, "iters"_a, "warmup"_a, "host_kind"_a, "device"_a);
+
+  m.def("peer_samples", [](int src, int dst, size_t size, int iters, int warmup, bool peer, bool bidir) {
+        std::vector<double> v;
+        {
+          nb::gil_scoped_release release;
+          v = peer_samples(src, dst, size, iters, warmup, peer, bidir);
+        }
+        return to_array(std::move(v));
+      }, "src"_a, "dst"_a, "size"_a, "iters"_a, "warmup"_a, "peer_access"_a, "bidirectional"_a);
+  m.def("can_access_peer", &can_access_peer, "a"_a, "b"_a);
+
+  nb::class_<DmaBuf>(m, "DmaBuf")
+      .def_ro("fd", &DmaBuf::fd)
+      .def_ro("size", &DmaBuf::size)
+      .def_ro("cpu_mmap_errno", &DmaBuf::cpu_mmap_errno)
+      .def("close", &DmaBuf::close);
+  m.def("export_dmabuf", &export_dmabuf, "buffer"_a);
+
+  m.def("cuda_probe", []() {
+    std::string why;
+    bool ok = cuda_usable(&why);
+    return std::make_tuple(ok, why, ok ? driver_version() : 0);
+  });
+  m.def("gpu_infos", []() {
+    nb::list out;
+    for (const GpuInfo& g : gpu_infos()) {
+      nb::dict d;
+      d["index"] = g.index;
+      d["name"] = g.name;
+      d["pci_bus_id"] = g.pci_bus_id;
+      d["total_mem_bytes"] = g.total_mem_bytes;
+      d["compute_capability"] = std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor);
+      d["async_engines"] = g.async_engines;
+      d["gdr_supported"] = g.gdr_supported != 0;
+      d["dmabuf_supported"] = g.dmabuf_supported != 0;
+      d["gdr_vmm_supported"] = g.gdr_vmm_supported != 0;
+      d["host_numa_id"] = g.host_numa_id;
+      out.append(d);
+    }
+    return out;
+  });
+  m.def("live_pinned_bytes", &live_pinned_bytes);
+  m.def("live_device_bytes", &live_device_bytes);
+
+  // Wire internals, exposed so tests can craft good and bad frames.
+  m.attr("HEADER_BYTES") = kHeaderBytes;
+  m.attr("FRAME_MAGIC") = kFrameMagic;
+  m.attr("WIRE_VERSION") = kWireVersion;
+  m.attr("MAX_DATA_BYTES") = kMaxDataBytes;
+  m.attr("MAX_CONTROL_BYTES") = kMaxControlBytes;
+  m.def("encode_header", &header_bytes, "magic"_a, "version"_a, "type"_a, "seq"_a, "length"_a);
+  m.def("validate_header", [](nb::bytes b, uint32_t expected_seq) {
+    if (b.size() != kHeaderBytes) throw_protocol("header must be 16 bytes");
+    validate_header(decode_header(reinterpret_cast<const uint8_t*>(b.c_str())), expected_seq);
+  }, "header"_a, "expected_seq"_a);
+  m.def("encode_hello", [](const std::string& token, uint32_t version) {
+    Hello h;
+    h.token = token;
+    h.version = version;
+    return vec_bytes(encode_hello(h));
+  }, "token"_a, "version"_a = kWireVersion);
+  m.def("decode_spec", [](nb::bytes b) {
+    TestSpec s = decode_spec(reinterpret_cast<const uint8_t*>(b.c_str()), b.size());
+    return std::make_tuple(s.path, s.mode, s.size, s.iters, s.warmup, s.window, s.chunk, s.depth, s.device, s.seed);
+  });
+  m.def("encode_spec", [](const std::string& path, int mode, uint64_t size, uint32_t iters, uint32_t warmup,
+                          uint32_t window, uint64_t chunk, uint32_t depth, uint32_t device, uint64_t seed) {
+    TestSpec s;
+    s.path = static_cast<uint8_t>(path_from_name(path));
+    s.mode = static_cast<uint8_t>(mode);
+    s.size = size; s.iters = iters; s.warmup = warmup; s.window = window;
+    s.chunk = chunk; s.depth = depth; s.device = device; s.seed = seed;
+    return vec_bytes(encode_spec(s));
+  });
+  m.def("pattern_bytes", [](uint64_t seed, size_t n) {
+    std::vector<uint8_t> v(n);
+    pattern_fill_host(v.data(), n, seed);
+    return vec_bytes(v);
+  });
+}

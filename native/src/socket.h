@@ -1,0 +1,55 @@
+// TCP sockets with a timeout on every blocking call. Blocking sockets with SO_RCVTIMEO and
+// SO_SNDTIMEO keep the hot path at one system call per send or receive; a timeout becomes
+// Error(PeerTimeout), an orderly close or reset becomes Error(PeerClosed).
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace gdrlab {
+
+class Socket {
+ public:
+  explicit Socket(int fd, int timeout_ms);
+  ~Socket();
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  static std::unique_ptr<Socket> connect(const std::string& host, int port, int timeout_ms);
+
+  void set_timeout(int timeout_ms);
+  int timeout_ms() const { return timeout_ms_; }
+  void send_all(const void* p, size_t n);
+  // Sends a then b with one sendmsg where possible (header and payload in one segment).
+  void send_two(const void* a, size_t na, const void* b, size_t nb);
+  void recv_all(void* p, size_t n);
+  void shutdown_both();
+  int fd() const { return fd_; }
+  std::string peer_name() const;
+
+ private:
+  int fd_;
+  int timeout_ms_;
+};
+
+class Listener {
+ public:
+  // Binds host:port (port 0 picks a free one). A port in use gives Error(System, EADDRINUSE).
+  Listener(const std::string& host, int port);
+  ~Listener();
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+  int port() const { return port_; }
+  const std::string& host() const { return host_; }
+  bool is_loopback() const { return loopback_; }
+  // Waits up to wait_ms for a connection; nullptr if none came.
+  std::unique_ptr<Socket> accept(int wait_ms, int io_timeout_ms);
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::string host_;
+  bool loopback_ = false;
+};
+
+}  // namespace gdrlab
