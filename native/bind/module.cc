@@ -18,6 +18,8 @@
 
 namespace nb = nanobind;
 using namespace nb::literals;
+
+void bind_verbs(nb::module_& m);  // bind/verbs.cc
 using namespace gdrlab;
 
 namespace {
@@ -210,6 +212,8 @@ NB_MODULE(_native, m) {
     s.chunk = chunk; s.depth = depth; s.device = device; s.seed = seed;
     return vec_bytes(encode_spec(s));
   });
+  bind_verbs(m);
+
   m.def("pattern_bytes", [](uint64_t seed, size_t n) {
     std::vector<uint8_t> v(n);
     pattern_fill_host(v.data(), n, seed);

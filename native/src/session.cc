@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "error.h"
+#include "verbs_session.h"
 
 namespace gdrlab {
 namespace {
@@ -204,6 +205,15 @@ void Server::handle(TcpWire& wire) {
       throw_protocol("unexpected DATA frame between tests");
     if (hdr.length) wire.recv_raw(b.data(), hdr.length);
     if (hdr.type == static_cast<uint16_t>(FrameType::Bye)) return;
+    if (hdr.type == static_cast<uint16_t>(FrameType::Connect)) {
+      try {
+        verbs_serve(wire, b, 0);
+      } catch (const Error& e) {
+        if (e.kind != ErrorKind::Unavailable && e.kind != ErrorKind::Verbs) throw;
+        wire.send_error(e);
+      }
+      continue;
+    }
     if (hdr.type != static_cast<uint16_t>(FrameType::Setup))
       throw_protocol(std::string("expected SETUP or BYE, got ") + frame_type_name(hdr.type));
     TestSpec spec = decode_spec(b.data(), b.size());
