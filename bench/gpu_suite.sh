@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Everything that needs a GPU, in one command: build, GPU tests, benchmarks, recorded datasets.
+#   bench/gpu_suite.sh OUTDIR [STAGES]     STAGES: comma list of build,tests,bench,record,labs,extra (default all)
+# Results land in OUTDIR (JSON, logs) and OUTDIR/results.tgz.
+set -u -o pipefail
+OUT=${1:?usage: bench/gpu_suite.sh OUTDIR [STAGES]}
+STAGES=${2:-build,tests,bench,record,labs,extra}
+mkdir -p "$OUT/r"
+R="$OUT/r"
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+has() { [[ ",$STAGES," == *",$1,"* ]]; }
+step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+
+step "machine"
+nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.max,pcie.link.width.current --format=csv | tee "$R/nvidia-smi.csv"
+nvidia-smi -q > "$R/nvidia-smi-q.txt" 2>&1
+nvidia-smi topo -m > "$R/nvidia-smi-topo.txt" 2>&1
+
+if has build; then
+  step "build"
+  $PY -m pip install -q --no-build-isolation --no-deps . 2>&1 | tail -5 || exit 1
+  CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+  g++ -O2 -std=c++17 bench/raw_copy.cpp -I"$CUDA_HOME/include" -L"$CUDA_HOME/lib64/stubs" -lcuda -o "$R/raw_copy" \
+    || echo "raw_copy build failed"
+  (cd /tmp && $PY -c "import gdrlab.engine as e; print(e.cuda_status()); print(e.gpus())")
+fi
+
+if has tests; then
+  step "tests (gpu marker + engine)"
+  (cd /tmp && $PY -m pytest "$OLDPWD/tests" -m "gpu or multigpu" -rs -q -p no:cacheprovider 2>&1 | tee "$R/pytest-gpu.txt" | tail -40)
+  (cd /tmp && $PY -m pytest "$OLDPWD/tests/test_engine.py" "$OLDPWD/tests/test_units.py" -q -p no:cacheprovider 2>&1 | tail -3)
+fi
+
+if has bench; then
+  step "benchmarks"
+  $PY bench/bench_engine.py --out "$R/bench_engine.json" --raw-copy "$R/raw_copy" --reps 5 2>&1 | tee "$R/bench_engine.log" | tail -25
+fi
+
+if has record; then
+  step "record datasets"
+  mkdir -p "$R/recorded"
+  $PY bench/record_h200.py "$R/recorded" 2>&1 | tail -30
+  [ -f bench/capture_sysfs.py ] && $PY bench/capture_sysfs.py "$R/sysfs-h200" 2>&1 | tail -3
+  $PY -m gdrlab doctor --json > "$R/doctor.json" 2> "$R/doctor.err"
+  $PY -m gdrlab topo --json > "$R/topo.json" 2> "$R/topo.err"
+  $PY -m gdrlab topo > "$R/topo.txt" 2>&1
+fi
+
+if has labs; then
+  step "labs (executed live, outputs kept out of the repository)"
+  if [ -d .whl ]; then $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site; fi
+  mkdir -p "$R/labs"
+  for nb in labs/source/*/*.ipynb; do
+    [ -f "$nb" ] || continue
+    name=$(basename "$nb" .ipynb)
+    timeout 300 $PY -m jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=240 \
+      --output-dir "$R/labs" "$nb" > "$R/labs/$name.log" 2>&1 && echo "lab $name: ok" || echo "lab $name: FAILED (see log)"
+  done
+fi
+
+if has extra; then
+  step "extra"
+  [ -x bench/gpu_memcheck.sh ] && timeout 300 bash bench/gpu_memcheck.sh "$R" 2>&1 | tail -10
+  [ -x bench/gpu_multi.sh ] && timeout 300 bash bench/gpu_multi.sh "$R" 2>&1 | tail -10
+fi
+
+step "pack"
+tar -czf "$OUT/results.tgz" -C "$OUT" r && ls -la "$OUT"

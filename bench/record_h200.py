@@ -1,0 +1,157 @@
+"""Record the datasets the labs show on machines without a GPU. Run on a GPU machine:
+
+    python bench/record_h200.py OUTDIR [--prefix h200] [--quick]
+
+Writes OUTDIR/<prefix>-*.json, each {"provenance": {...}, "rows": [...]} (doctor: "report").
+Provenance names the GPU, its PCIe link, the driver, the host CPU, the date and the command.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import gdrlab
+from gdrlab import engine
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def nvml_handle():
+    try:
+        import pynvml
+    except ImportError:
+        return None, None
+    try:
+        pynvml.nvmlInit()
+        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(0)
+    except Exception as exc:  # NVML missing or refused
+        log(f"NVML unavailable: {exc}")
+        return None, None
+
+
+def hardware(nv, h) -> dict:
+    gpus = engine.gpus()
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    hw = {"gpu": gpus[0]["name"] if gpus else "none", "gpu_count": len(gpus),
+          "pci_bus_id": gpus[0]["pci_bus_id"] if gpus else None,
+          "driver_cuda_version": engine.cuda_status()["driver_version"], "cpu": cpu, "host": platform.node()}
+    if nv and h:
+        try:
+            hw["driver"] = nv.nvmlSystemGetDriverVersion()
+            hw["pcie_gen"] = nv.nvmlDeviceGetCurrPcieLinkGeneration(h)
+            hw["pcie_width"] = nv.nvmlDeviceGetCurrPcieLinkWidth(h)
+            hw["pcie_max_gen"] = nv.nvmlDeviceGetMaxPcieLinkGeneration(h)
+            hw["bar1_total_bytes"] = nv.nvmlDeviceGetBAR1MemoryInfo(h).bar1Total
+        except Exception as exc:
+            log(f"NVML query failed: {exc}")
+    return hw
+
+
+def hw_label(hw: dict) -> str:
+    link = f", PCIe Gen{hw['pcie_max_gen']} x{hw['pcie_width']}" if "pcie_width" in hw else ""
+    drv = f", driver {hw['driver']}" if "driver" in hw else ""
+    return f"{hw['gpu']}{link}{drv}, {hw['cpu']}"
+
+
+def save(out: Path, name: str, hw: dict, command: str, rows=None, report=None) -> None:
+    prov = {"kind": "recorded", "hardware": hw_label(hw), "hardware_detail": hw,
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "command": command,
+            "gdrlab": gdrlab.__version__}
+    doc = {"provenance": prov}
+    if rows is not None:
+        doc["rows"] = rows
+    if report is not None:
+        doc["report"] = report
+    (out / name).write_text(json.dumps(doc, indent=1, default=float))
+    log(f"wrote {out / name}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out")
+    ap.add_argument("--prefix", default="h200")
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    nv, h = nvml_handle()
+    hw = hardware(nv, h)
+    log(f"recording on {hw_label(hw)}")
+    p = a.prefix
+    copy_sizes = "8:16M" if a.quick else "8:256M"
+    for direction in ("h2d", "d2h"):
+        for memory in ("pinned", "pageable"):
+            t0 = time.time()
+            df = gdrlab.copy_bench(direction, copy_sizes, memory=memory)
+            save(out, f"{p}-copy-{direction}-{memory}.json", hw,
+                 f"gdrlab.copy_bench('{direction}', '{copy_sizes}', memory='{memory}')", df.to_dict(orient="records"))
+            log(f"  copy {direction} {memory}: {time.time() - t0:.1f} s")
+    bench_sizes = "8:4M" if a.quick else "8:64M"
+    for path in ("host", "staged", "shared", "pipelined"):
+        t0 = time.time()
+        df = gdrlab.bench(path=path, sizes=bench_sizes)
+        save(out, f"{p}-bench-{path}.json", hw, f"gdrlab bench --path {path} --sizes {bench_sizes}",
+             df.to_dict(orient="records"))
+        log(f"  bench {path}: {time.time() - t0:.1f} s")
+    # Chunk size of the pipeline at one large message: the knob MVAPICH2-GDR exposes.
+    rows = []
+    for chunk in ([64 << 10, 256 << 10, 1 << 20] if a.quick else [16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20]):
+        df = gdrlab.bench(path="pipelined", sizes=[16 * MiB if a.quick else 64 * MiB], mode="bw", chunk=chunk)
+        rows += df.to_dict(orient="records")
+    save(out, f"{p}-bench-pipelined-chunks.json", hw, "gdrlab bench --path pipelined --mode bw --chunk C", rows)
+    # dma-buf export: what an RDMA NIC would import; the CPU cannot map it.
+    rows = []
+    for size in (2 * MiB, 64 * MiB, GiB):
+        before = nv.nvmlDeviceGetBAR1MemoryInfo(h).bar1Used if nv else None
+        buf = engine.Buffer(size, "device")
+        mid = nv.nvmlDeviceGetBAR1MemoryInfo(h).bar1Used if nv else None
+        try:
+            d = engine.export_dmabuf(buf)
+            rows.append({"size": size, "fd_size": d.size, "cpu_mmap_errno": d.cpu_mmap_errno,
+                         "bar1_used_before": before, "bar1_used_after_alloc": mid,
+                         "bar1_used_after": nv.nvmlDeviceGetBAR1MemoryInfo(h).bar1Used if nv else None})
+            d.close()
+        except gdrlab.errors.GdrlabError as exc:
+            rows.append({"size": size, "error": f"{type(exc).__name__}: {exc}"})
+        del buf
+    save(out, f"{p}-dmabuf.json", hw, "gdrlab.engine.export_dmabuf(Buffer(size, 'device'))", rows)
+    # BAR1 used while allocating device memory.
+    if nv:
+        rows, bufs = [], []
+        total = nv.nvmlDeviceGetBAR1MemoryInfo(h).bar1Total
+        rows.append({"allocated_bytes": 0, "bar1_used_bytes": nv.nvmlDeviceGetBAR1MemoryInfo(h).bar1Used,
+                     "bar1_total_bytes": total})
+        for i in range(1, 9):
+            bufs.append(engine.Buffer(GiB, "device"))
+            time.sleep(0.05)
+            rows.append({"allocated_bytes": i * GiB, "bar1_used_bytes": nv.nvmlDeviceGetBAR1MemoryInfo(h).bar1Used,
+                         "bar1_total_bytes": total})
+        del bufs
+        save(out, f"{p}-bar1.json", hw, "allocate 1 GiB device buffers, read NVML BAR1 used after each", rows)
+    try:
+        from gdrlab import hw as hwmod
+        save(out, f"{p}-doctor.json", hw, "gdrlab doctor --json", report=hwmod.doctor_report())
+    except Exception as exc:  # discovery module absent or failed: record why, not a fake report
+        log(f"doctor report not recorded: {type(exc).__name__}: {exc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
