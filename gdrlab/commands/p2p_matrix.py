@@ -1,0 +1,48 @@
+"""``gdrlab p2p-matrix``: GPU-to-GPU bandwidth and latency for every pair, peer access on and off."""
+from __future__ import annotations
+
+import sys
+
+from ._common import add_json_flag
+
+
+def add_parser(sub):
+    p = sub.add_parser(
+        "p2p-matrix", help="GPU-to-GPU bandwidth and latency matrices (p2p and p2p-staged paths)",
+        description="For every ordered pair of GPUs: cuDeviceCanAccessPeer, unidirectional and "
+                    "bidirectional bandwidth at the largest size and latency at the smallest size, "
+                    "with peer access on (p2p) and off (p2p-staged: the driver stages through host "
+                    "memory). Medians, like CUDA's p2pBandwidthLatencyTest. Needs two or more GPUs.")
+    p.add_argument("--sizes", default="8,256M",
+                   help="latency size and bandwidth size: the smallest and largest of the list (default 8,256M)")
+    p.add_argument("--iters", type=int, default=None, help="timed copies per measurement (default: by size)")
+    add_json_flag(p)
+    return p
+
+
+def run(args) -> int:
+    from .. import p2p
+    from ..engine import _provenance, cuda_status, gpus
+    from ..errors import InvalidArgument
+
+    lat_size, bw_size = p2p.choose_sizes(args.sizes)
+    if args.iters is not None and args.iters < 1:
+        raise InvalidArgument("--iters must be at least 1")
+    status = cuda_status()
+    infos = gpus()
+    p2p.require_gpus(len(infos), "" if status["usable"] else status["reason"])
+
+    def progress(done, total, what):
+        if not args.json or sys.stderr.isatty():
+            print(f"[{done}/{total}] {what}", file=sys.stderr, flush=True)
+
+    result = p2p.p2p_matrix(len(infos), p2p.live_measure(args.iters), p2p.live_can_access,
+                            lat_size=lat_size, bw_size=bw_size, progress=progress,
+                            provenance=_provenance({"what": "gdrlab p2p-matrix",
+                                                    "gpus": [g["name"] for g in infos]}))
+    if args.json:
+        from ._common import emit_json
+        emit_json(result)
+    else:
+        print(p2p.format_report(result))
+    return 0
