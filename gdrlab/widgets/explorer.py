@@ -1,0 +1,148 @@
+"""Sliders over a hardware profile's parameters that redraw the model's curves on every move.
+
+The redraw calls ``gdrlab.model.latency_us`` directly (no DataFrames), so a 30-point sweep of
+every path redraws instantly. Nothing runs in a thread: widgets only react to the learner.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Iterable
+
+from ..units import parse_sizes
+from .plots import axis_title
+
+__all__ = ["ModelExplorer", "model_explorer", "profile_params", "profile_names"]
+
+
+def profile_names() -> list[str]:
+    """The names of the model's profiles, whatever form ``gdrlab.model.profiles()`` takes."""
+    from .. import model
+
+    names = []
+    for p in model.profiles():
+        if isinstance(p, str):
+            names.append(p)
+        elif isinstance(p, dict):
+            names.append(str(p.get("name")))
+        else:
+            names.append(str(getattr(p, "name", p)))
+    return names
+
+
+def profile_params(profile: Any) -> dict[str, float]:
+    """The top-level numeric parameters of a profile object (dict, dataclass or plain object)."""
+    if isinstance(profile, dict):
+        items = profile.get("params", profile)
+    elif dataclasses.is_dataclass(profile):
+        items = {f.name: getattr(profile, f.name) for f in dataclasses.fields(profile)}
+    elif hasattr(profile, "params") and isinstance(profile.params, dict):
+        items = profile.params
+    else:
+        items = vars(profile)
+    return {k: float(v) for k, v in items.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+            and not k.startswith("_")}
+
+
+class ModelExplorer:
+    """A profile dropdown, one log slider per chosen parameter and a FigureWidget of model curves.
+
+    Use :func:`model_explorer` to build one. ``overrides()`` gives the sliders' current values,
+    ``redraw()`` recomputes the curves (called on every change).
+    """
+
+    def __init__(self, profile: str = "h200", paths: Iterable[str] | None = None, sizes: Any = "8:256M",
+                 params: Iterable[str] | None = None, y: str = "lat_us", placement: str | None = None,
+                 max_params: int = 6):
+        import ipywidgets as w
+        import numpy as np
+        import plotly.graph_objects as go
+
+        from .. import model
+
+        self._model = model
+        self.sizes = np.asarray(parse_sizes(sizes), dtype=float)
+        self.paths = list(paths) if paths is not None else list(getattr(model, "PATHS", ("staged", "shared")))
+        if y not in ("lat_us", "bw_gbps"):
+            raise ValueError(f"y must be 'lat_us' or 'bw_gbps', got {y!r}")
+        self.y = y
+        self.placement = placement
+        names = profile_names()
+        if profile not in names:
+            raise ValueError(f"unknown profile {profile!r}; known: {', '.join(names)}")
+        self.profile_box = w.Dropdown(options=names, value=profile, description="profile")
+        self.param_names = list(params) if params is not None else None
+        self.max_params = max_params
+        self.sliders: dict[str, Any] = {}
+        self.slider_box = w.VBox([])
+        self.message = w.Label(value="")
+        self.figure = go.FigureWidget()
+        for p in self.paths:
+            self.figure.add_scatter(x=self.sizes.tolist(), y=[None] * len(self.sizes), mode="lines", name=p,
+                                    line={"dash": "dash"})
+        self.figure.update_layout(height=420, xaxis={"title": axis_title("size"), "type": "log"},
+                                  yaxis={"title": axis_title(y), "type": "log" if y == "lat_us" else "linear"},
+                                  legend={"orientation": "h", "y": -0.25})
+        self.profile_box.observe(lambda _c: self._build_sliders(), names="value")
+        self.widget = w.VBox([self.profile_box, self.slider_box, self.message, self.figure])
+        self._build_sliders()
+
+    def _build_sliders(self) -> None:
+        import ipywidgets as w
+
+        base = profile_params(self._model.get_profile(self.profile_box.value))
+        chosen = [n for n in (self.param_names or list(base)[: self.max_params]) if n in base]
+        unknown = [n for n in (self.param_names or []) if n not in base]
+        self.message.value = f"not parameters of this profile: {', '.join(unknown)}" if unknown else ""
+        self.sliders = {}
+        for name in chosen:
+            v = base[name]
+            if v > 0:
+                s = w.FloatLogSlider(value=v, base=10, min=math.log10(v) - 1, max=math.log10(v) + 1,
+                                     step=0.01, description=name, continuous_update=True,
+                                     style={"description_width": "initial"}, readout_format=".3g")
+            else:
+                s = w.FloatSlider(value=v, min=-1.0, max=1.0, step=0.01, description=name,
+                                  style={"description_width": "initial"})
+            s.observe(lambda _c: self.redraw(), names="value")
+            self.sliders[name] = s
+        self.slider_box.children = tuple(self.sliders.values())
+        self.redraw()
+
+    def overrides(self) -> dict[str, float]:
+        """Parameter values the sliders hold now."""
+        return {k: float(s.value) for k, s in self.sliders.items()}
+
+    def curves(self) -> dict[str, Any]:
+        """``{path: array of y}`` for the current profile and slider values."""
+        import numpy as np
+
+        prof = self._model.get_profile(self.profile_box.value, **self.overrides())
+        out = {}
+        for p in self.paths:
+            try:
+                lat_us = np.asarray(self._model.latency_us(prof, p, self.sizes), dtype=float)
+            except Exception as exc:  # a path this profile cannot model: show why, keep the others
+                self.message.value = f"{p}: {exc}"
+                lat_us = np.full(self.sizes.shape, np.nan)
+            out[p] = lat_us if self.y == "lat_us" else self.sizes / lat_us / 1e3  # bytes/us -> GB/s
+        return out
+
+    def redraw(self) -> None:
+        curves = self.curves()
+        with self.figure.batch_update():
+            for trace, p in zip(self.figure.data, self.paths):
+                trace.y = [None if not math.isfinite(v) else float(v) for v in curves[p]]
+                trace.name = f"{p} — modelled, profile {self.profile_box.value}"
+            self.figure.layout.title = f"model explorer (modelled, profile {self.profile_box.value})"
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+        display(self.widget)
+
+
+def model_explorer(profile: str = "h200", paths: Iterable[str] | None = None, sizes: Any = "8:256M",
+                   params: Iterable[str] | None = None, y: str = "lat_us", **kw) -> ModelExplorer:
+    """Sliders that redraw the model's curves instantly; see :class:`ModelExplorer`."""
+    return ModelExplorer(profile, paths, sizes, params, y, **kw)

@@ -1,0 +1,145 @@
+"""Plain plotly figures of sweeps, usable without widgets: every trace says where its points came
+from (live, recorded on named hardware, modelled with a profile) and both axes carry units."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from ..recorded import provenance_label
+
+__all__ = ["AXIS_TITLES", "axis_title", "y_column", "plot_sweep", "model_frame", "model_frames",
+           "add_frame_trace", "frames_from"]
+
+AXIS_TITLES = {
+    "size": "message size (bytes)",
+    "bw_gbps": "bandwidth (GB/s)",
+    "lat_us": "latency (µs)",
+    "lat_p50_us": "latency, median (µs)",
+    "lat_min_us": "latency, minimum (µs)",
+    "lat_p99_us": "latency, 99th percentile (µs)",
+    "lat_mean_us": "latency, mean (µs)",
+    "allocated_bytes": "allocated (bytes)",
+    "bar1_used_bytes": "BAR1 used (bytes)",
+}
+# A model frame has lat_us; measured frames have lat_p50_us etc. Plot the nearest match.
+_Y_FALLBACKS = {"lat_p50_us": ("lat_us",), "lat_min_us": ("lat_us",), "lat_mean_us": ("lat_us",),
+                "lat_p99_us": ("lat_us",), "lat_us": ("lat_p50_us",)}
+_DASH = {"live": "solid", "recorded": "dot", "modelled": "dash"}
+_SYMBOL = {"live": "circle", "recorded": "square", "modelled": None}
+
+
+def axis_title(column: str) -> str:
+    """``"bw_gbps"`` -> ``"bandwidth (GB/s)"``; unknown columns keep their name."""
+    return AXIS_TITLES.get(column, column)
+
+
+def y_column(df, y: str) -> str:
+    """The column of ``df`` to plot for ``y`` (a model's ``lat_us`` stands in for ``lat_p50_us``)."""
+    if y in df.columns:
+        return y
+    for alt in _Y_FALLBACKS.get(y, ()):
+        if alt in df.columns:
+            return alt
+    raise ValueError(f"cannot plot {y!r}: the data has columns {', '.join(map(str, df.columns))}")
+
+
+def frames_from(data: Any) -> list[tuple[str | None, Any]]:
+    """Normalise a DataFrame, a list of DataFrames or a ``{label: DataFrame}`` mapping."""
+    if data is None:
+        return []
+    if hasattr(data, "columns"):
+        return [(None, data)]
+    if isinstance(data, Mapping):
+        return [(str(k), v) for k, v in data.items() if v is not None]
+    return [(None, d) for d in data if d is not None]
+
+
+def _kind(df) -> str:
+    prov = df.attrs.get("provenance") if hasattr(df, "attrs") else None
+    if not isinstance(prov, dict):
+        raise ValueError("every dataset needs a provenance: set df.attrs['provenance'] = "
+                         "{'kind': 'live'|'recorded'|'modelled', ...}")
+    return prov.get("kind", "")
+
+
+def add_frame_trace(fig, df, *, x: str = "size", y: str = "bw_gbps", label: str | None = None,
+                    split: str | None = None) -> None:
+    """Add one trace per group of ``df`` (grouped by column ``split`` when given) to ``fig``."""
+    import plotly.graph_objects as go
+
+    kind = _kind(df)
+    prov = provenance_label(df)
+    ycol = y_column(df, y)
+    groups = [(None, df)] if not split or split not in df.columns else list(df.groupby(split, sort=False))
+    for key, g in groups:
+        g = g.sort_values(x)
+        name = " ".join(str(p) for p in (label, key) if p is not None)
+        fig.add_trace(go.Scatter(
+            x=g[x].tolist(), y=g[ycol].tolist(), name=f"{name} — {prov}" if name else prov,
+            mode="lines" if kind == "modelled" else "lines+markers",
+            line={"dash": _DASH.get(kind, "solid")},
+            marker={"symbol": _SYMBOL.get(kind) or "circle"},
+            hovertemplate=f"%{{x:,}} B: %{{y:.4g}}<extra>{name or kind} ({kind})</extra>",
+        ))
+
+
+def plot_sweep(data: Any, y: str = "bw_gbps", *, x: str = "size", split: str | None = None,
+               model: Any = None, title: str = "", log_x: bool = True, log_y: bool | None = None,
+               height: int = 420):
+    """A figure of one or more sweeps against message size.
+
+    Parameters
+    ----------
+    data : DataFrame, list of DataFrames or ``{label: DataFrame}``
+        Measured or recorded sweeps; each must carry ``attrs["provenance"]``.
+    y : str
+        ``"bw_gbps"`` or a latency column (``"lat_p50_us"``...).
+    split : str, optional
+        A column whose values become separate traces (``"path"``, ``"memory"``...).
+    model : same forms as ``data``, optional
+        Modelled curves (from :func:`model_frame`) drawn dashed.
+    log_y : bool, optional
+        Default: log for latency, linear for bandwidth.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        Title ends with the provenance of the data shown; legend entries carry each trace's.
+    """
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    kinds: list[str] = []
+    for label, df in frames_from(data) + frames_from(model):
+        add_frame_trace(fig, df, x=x, y=y, label=label, split=split)
+        kind = _kind(df)
+        if kind not in kinds:
+            kinds.append(kind)
+    if log_y is None:
+        log_y = y != "bw_gbps"
+    what = " + ".join(kinds) if kinds else "no data"
+    fig.update_layout(
+        title=f"{title} ({what})" if title else what, height=height,
+        xaxis={"title": axis_title(x), "type": "log" if log_x else "linear"},
+        yaxis={"title": axis_title(y), "type": "log" if log_y else "linear"},
+        legend={"orientation": "h", "y": -0.25}, margin={"t": 60, "b": 40},
+    )
+    return fig
+
+
+def model_frame(profile: str, path: str, sizes: Any, placement: str | None = None, **overrides):
+    """``gdrlab.model.predict`` with the provenance every plot needs (kind modelled, profile)."""
+    from .. import model
+
+    df = model.predict(profile, path, sizes, placement=placement, **overrides)
+    prov = dict(df.attrs.get("provenance") or {})
+    prov.setdefault("kind", "modelled")
+    prov.setdefault("profile", profile if isinstance(profile, str) else getattr(profile, "name", str(profile)))
+    if overrides:
+        prov.setdefault("overrides", dict(overrides))
+    df.attrs["provenance"] = prov
+    return df
+
+
+def model_frames(profile: str, paths: Iterable[str], sizes: Any, **kw) -> dict:
+    """``{path: model_frame(profile, path, sizes)}`` for several paths."""
+    return {p: model_frame(profile, p, sizes, **kw) for p in paths}
