@@ -1,0 +1,191 @@
+"""The :class:`Topology` object: devices, distance matrices, nearest NIC, NCCL's GDR rule, NUMA."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InvalidArgument
+from ._tree import CODE_ORDER, Node, format_cpulist, pcie_code
+
+__all__ = ["Topology", "parse_gdr_level", "NCCL_DEFAULT_GDR_LEVEL"]
+
+# NCCL's path types in order (src/graph/topo.h); a level admits every path type up to it.
+_NCCL_PATHS = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "PXN", "P2C", "PHB", "SYS")
+# NCCL's "old style" numeric levels (levelsOldToNew in src/graph/paths.cc).
+_NCCL_OLD_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")
+NCCL_DEFAULT_GDR_LEVEL = "PXB"
+# NCCL has no NODE: the CPU node it builds is the whole NUMA node, so NODE paths are PHB there.
+_SMI_TO_NCCL = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS"}
+
+
+def parse_gdr_level(level: Any) -> str:
+    """An ``NCCL_NET_GDR_LEVEL`` value as NCCL reads it: a path name or an old numeric level.
+
+    Names: LOC, NVL, NVB, C2C, PIX, PXB, PXN, P2C, PHB, SYS (NCCL compares them case-sensitively;
+    we accept any case). Numbers: 0 LOC, 1 PIX, 2 PXB, 3 PHB, 4 and above SYS.
+    """
+    if isinstance(level, bool):
+        raise InvalidArgument(f"NCCL_NET_GDR_LEVEL must be a level name or number, got {level!r}")
+    if isinstance(level, int):
+        if level < 0:
+            raise InvalidArgument(f"NCCL_NET_GDR_LEVEL must be 0-5 or a name, got {level}")
+        return _NCCL_OLD_LEVELS[min(level, len(_NCCL_OLD_LEVELS) - 1)]
+    text = str(level).strip()
+    if text.upper() in _NCCL_PATHS:
+        return text.upper()
+    if text[:1].isdigit():
+        try:
+            return parse_gdr_level(int(text, 0))
+        except ValueError:
+            pass
+    raise InvalidArgument(
+        f"NCCL_NET_GDR_LEVEL={text!r} is not a level NCCL knows: use one of "
+        f"{', '.join(_NCCL_PATHS)} or a number 0-5")
+
+
+class Topology:
+    """GPUs and RDMA NICs on a PCIe tree, from live sysfs or a recorded hwloc XML.
+
+    Attributes
+    ----------
+    devices : list of dict
+        One dict per GPU and NIC: ``name`` ("GPU0", "mlx5_0"), ``kind`` ("gpu" or "nic"),
+        ``pci_bus_id``, ``numa_node`` (None when unknown), ``socket``, ``model``, ``cpus``.
+    source : str
+        Where the tree came from, e.g. "live sysfs of host h200" or
+        "recorded hwloc XML of machine nvidiaDGX2 (NVIDIA DGX-2H)".
+    provenance : str
+        "live" or "recorded".
+    """
+
+    def __init__(self, root: Node, devices: list[tuple[dict, Node]], *, source: str,
+                 provenance: str, nvlinks: dict[tuple[str, str], int] | None = None,
+                 cpus_by_numa: dict[int, list[int]] | None = None, nvlink_note: str = ""):
+        self.root = root
+        self._nodes = {d["name"]: n for d, n in devices}
+        self.devices = [d for d, _ in devices]
+        self.source = source
+        self.provenance = provenance
+        self.nvlinks = dict(nvlinks or {})
+        self.nvlink_note = nvlink_note
+        self.cpus_by_numa = dict(cpus_by_numa or {})
+        for d in self.devices:
+            node = d.get("numa_node")
+            if d.get("cpus") is None and node is not None and node in self.cpus_by_numa:
+                d["cpus"] = format_cpulist(self.cpus_by_numa[node])
+
+    # ------------------------------------------------------------------ lookups
+    @property
+    def gpus(self) -> list[str]:
+        return [d["name"] for d in self.devices if d["kind"] == "gpu"]
+
+    @property
+    def nics(self) -> list[str]:
+        return [d["name"] for d in self.devices if d["kind"] == "nic"]
+
+    def device(self, name: str) -> dict:
+        for d in self.devices:
+            if d["name"] == name:
+                return d
+        known = ", ".join(d["name"] for d in self.devices) or "none"
+        raise InvalidArgument(f"no device named {name!r} in this topology (devices: {known})")
+
+    def node(self, name: str) -> Node:
+        self.device(name)
+        return self._nodes[name]
+
+    # ------------------------------------------------------------------ matrices
+    def pcie_code(self, a: str, b: str) -> tuple[str, str]:
+        """The PCIe-only code between two devices and why."""
+        return pcie_code(self.node(a), self.node(b))
+
+    def nvlink_count(self, a: str, b: str) -> int:
+        return self.nvlinks.get((a, b)) or self.nvlinks.get((b, a)) or 0
+
+    def pcie_matrix(self) -> dict[str, dict[str, str]]:
+        """PCIe-only codes (X, PIX, PXB, PHB, NODE, SYS) for every pair of devices."""
+        names = [d["name"] for d in self.devices]
+        return {a: {b: self.pcie_code(a, b)[0] for b in names} for a in names}
+
+    def matrix(self) -> dict[str, dict[str, str]]:
+        """Codes as ``nvidia-smi topo -m`` shows them: NV# where NVLink joins two GPUs."""
+        out = self.pcie_matrix()
+        for a in out:
+            for b in out[a]:
+                n = self.nvlink_count(a, b) if a != b else 0
+                if n:
+                    out[a][b] = f"NV{n}"
+        return out
+
+    # ------------------------------------------------------------------ NIC choice
+    def nearest_nic(self, gpu_name: str) -> str | None:
+        """The NIC with the closest PCIe code to this GPU (ties: the lower name); None if no NIC."""
+        self.device(gpu_name)
+        best = None
+        for nic in sorted(self.nics, key=_natural_key):
+            rank = CODE_ORDER.index(self.pcie_code(gpu_name, nic)[0])
+            if best is None or rank < best[0]:
+                best = (rank, nic)
+        return best[1] if best else None
+
+    def gdr_decision(self, gpu: str, nic: str, level: Any = None) -> dict:
+        """NCCL's default choice of GPUDirect RDMA for one GPU/NIC pair, from the topology alone.
+
+        NCCL uses GDR when the GPU-NIC path is no farther than ``NCCL_NET_GDR_LEVEL`` (default
+        PXB: at most PCIe switches, never through the CPU). ``level`` is that variable's value
+        (a name such as "PHB" or a number 0-5); None means NCCL's default. NCCL also needs both
+        the GPU and the NIC to support GDR (driver, peer memory or dma-buf): that is the
+        doctor's job, not the topology's.
+        """
+        if self.device(gpu)["kind"] != "gpu":
+            raise InvalidArgument(f"{gpu} is not a GPU")
+        if self.device(nic)["kind"] != "nic":
+            raise InvalidArgument(f"{nic} is not a NIC")
+        code, why = self.pcie_code(gpu, nic)
+        lvl = NCCL_DEFAULT_GDR_LEVEL if level is None else parse_gdr_level(level)
+        path = _SMI_TO_NCCL[code]
+        use = _NCCL_PATHS.index(path) <= _NCCL_PATHS.index(lvl)
+        origin = ("NCCL's default level PXB" if level is None
+                  else f"NCCL_NET_GDR_LEVEL={level} ({lvl})")
+        alias = f" (NCCL calls it {path})" if path != code else ""
+        verdict = "uses" if use else "does not use"
+        reason = (f"{gpu} to {nic} is {code}{alias}: {why}; with {origin} NCCL {verdict} "
+                  f"GPUDirect RDMA ({path} {'<=' if use else '>'} {lvl})")
+        return {"use_gdr": bool(use), "code": code, "nccl_path": path, "level": lvl, "reason": reason}
+
+    # ------------------------------------------------------------------ NUMA
+    def numa_binding(self, gpu: str) -> dict:
+        """The NUMA node local to a device and the numactl prefix that keeps a process there."""
+        d = self.device(gpu)
+        node = d.get("numa_node")
+        if node is None:
+            return {"numa_node": None, "cpus": d.get("cpus") or "", "numactl": "",
+                    "reason": f"the NUMA node of {gpu} is unknown (single-node machine or not reported)"}
+        return {"numa_node": node, "cpus": d.get("cpus") or "",
+                "numactl": f"numactl --cpunodebind={node} --membind={node}",
+                "reason": f"{gpu} hangs off NUMA node {node}: run its process on that node's cores "
+                          f"and memory so copies do not cross the SMP interconnect"}
+
+    # ------------------------------------------------------------------ export
+    def to_json(self, level: Any = None) -> dict:
+        gdr: dict[str, dict[str, dict]] = {}
+        for g in self.gpus:
+            gdr[g] = {n: self.gdr_decision(g, n, level) for n in self.nics}
+        return {
+            "source": self.source,
+            "provenance": self.provenance,
+            "devices": [dict(d) for d in self.devices],
+            "matrix": self.matrix(),
+            "pcie": self.pcie_matrix(),
+            "nvlink_note": self.nvlink_note,
+            "nearest_nic": {g: self.nearest_nic(g) for g in self.gpus},
+            "gdr": gdr,
+            "numa": {g: self.numa_binding(g) for g in self.gpus},
+        }
+
+    def __repr__(self) -> str:
+        return f"<Topology {len(self.gpus)} GPUs, {len(self.nics)} NICs from {self.source}>"
+
+
+def _natural_key(name: str):
+    import re
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]

@@ -1,0 +1,126 @@
+"""Build a :class:`Topology` from a Linux sysfs tree (live ``/`` or a recorded copy).
+
+The PCIe tree is the directory chain under ``sys/devices/pciDDDD:BB/``: the ``pciDDDD:BB``
+directory is a host bridge, every PCI address below it is a bridge or a device. RDMA NICs come
+from ``sys/class/infiniband/*/device``. NUMA locality is each device's ``numa_node``.
+"""
+from __future__ import annotations
+
+import socket as _socket
+from pathlib import Path
+
+from ..hw.sysfs import check_root, numa_cpus, pci_devices, rdma_devices, read_text
+from ._topo import Topology
+from ._tree import Node, assign_bridge_roles, parse_cpulist
+
+__all__ = ["from_sysfs"]
+
+
+def _socket_of_cpu(root: Path, cpu: int) -> int | None:
+    t = read_text(root / f"sys/devices/system/cpu/cpu{cpu}/topology/physical_package_id")
+    try:
+        return int(t) if t is not None else None
+    except ValueError:
+        return None
+
+
+def from_sysfs(root="/", nvlinks: dict | None = None) -> Topology:
+    """Read the PCIe tree of ``root`` (``/`` for this machine).
+
+    Parameters
+    ----------
+    root : path
+        A sysfs root: a directory holding ``sys/bus/pci/devices`` etc.
+    nvlinks : dict, optional
+        ``{(bus_id_a, bus_id_b): links}`` between GPUs. By default, for the live root, NVLink
+        counts come from NVML when it is present; for a recorded tree there are none.
+    """
+    r = check_root(root)
+    live = str(r.resolve()) == "/"
+    devs = pci_devices(r)
+    by_bus = {d["pci_bus_id"]: d for d in devs}
+    node_cpus = {n: parse_cpulist(c) for n, c in numa_cpus(r).items()}
+    single_numa = next(iter(node_cpus)) if len(node_cpus) == 1 else None
+    if not node_cpus and live:
+        single_numa = None
+
+    machine = Node("machine", _socket.gethostname() if live else r.name or str(r))
+    hostbridges: dict[str, Node] = {}
+    pci_nodes: dict[str, Node] = {}
+    for d in devs:
+        chain = d["sysfs_path"]
+        if not chain:
+            continue
+        hb_name = chain[0]
+        hb = hostbridges.get(hb_name)
+        if hb is None:
+            hb = machine.add(Node("hostbridge", f"HostBridge {hb_name}"))
+            hostbridges[hb_name] = hb
+        parent = hb
+        for part in chain[1:]:
+            bus = part.lower()
+            n = pci_nodes.get(bus)
+            if n is None:
+                info = by_bus.get(bus, {})
+                kind = "bridge" if info.get("is_bridge") else "device"
+                cls = info.get("class_id")
+                n = parent.add(Node(kind, "PCI bridge" if kind == "bridge" else "PCI device", bus_id=bus,
+                                    vendor_id=info.get("vendor_id"), device_id=info.get("device_id"),
+                                    class_id=(cls >> 8) if cls is not None else None))
+                n.attrs["sysfs"] = info
+                pci_nodes[bus] = n
+            parent = n
+    # NUMA locality of a host bridge: what its devices report (all share one).
+    for hb in hostbridges.values():
+        nodes = {n.attrs["sysfs"].get("numa_node") for n in hb.walk() if n.kind in ("bridge", "device")}
+        nodes.discard(None)
+        if len(nodes) == 1:
+            hb.numa_nodes = frozenset(nodes)
+        elif not nodes and single_numa is not None:
+            hb.numa_nodes = frozenset({single_numa})  # one-node machines often report -1
+        if len(hb.numa_nodes) == 1:
+            (numa,) = tuple(hb.numa_nodes)
+            cpus = node_cpus.get(numa) or []
+            hb.socket = _socket_of_cpu(r, cpus[0]) if cpus else None
+    for n in machine.walk():
+        if n.kind in ("bridge", "device"):
+            n.socket = n.host_bridge().socket if n.host_bridge() else None
+    assign_bridge_roles(machine)
+
+    devices: list[tuple[dict, Node]] = []
+    gpus = sorted((n for n in pci_nodes.values() if n.kind == "device" and n.vendor_id == 0x10DE
+                   and n.class_id in (0x0300, 0x0302)), key=lambda n: n.bus_id)
+    for i, g in enumerate(gpus):
+        devices.append((_device(f"GPU{i}", "gpu", g, single_numa), g))
+    for nic in rdma_devices(r):
+        n = pci_nodes.get(nic["pci_bus_id"] or "")
+        if n is not None:
+            devices.append((_device(nic["name"], "nic", n, single_numa), n))
+
+    note = "recorded sysfs has no NVLink information (PCIe codes only)"
+    links: dict[tuple[str, str], int] = {}
+    names = {g.bus_id: f"GPU{i}" for i, g in enumerate(gpus)}
+    if nvlinks is None and live and gpus:
+        from ..hw.nvml import nvlink_pairs
+        nvlinks, note = nvlink_pairs()
+    elif nvlinks is not None:
+        note = "NVLink counts given by the caller"
+    for (a, b), count in (nvlinks or {}).items():
+        if a in names and b in names and count:
+            links[(names[a], names[b])] = int(count)
+    source = (f"live sysfs of host {machine.label}" if live
+              else f"recorded sysfs tree {r.name} ({r})")
+    return Topology(machine, devices, source=source, provenance="live" if live else "recorded",
+                    nvlinks=links, cpus_by_numa=node_cpus, nvlink_note=note)
+
+
+def _device(name: str, kind: str, n: Node, single_numa: int | None) -> dict:
+    info = n.attrs.get("sysfs", {})
+    numa = info.get("numa_node")
+    inferred = False
+    if numa is None and single_numa is not None:
+        numa, inferred = single_numa, True
+    return {"name": name, "kind": kind, "pci_bus_id": n.bus_id, "numa_node": numa,
+            "numa_inferred": inferred, "socket": n.socket,
+            "model": f"[{info.get('vendor_id') or 0:04x}:{info.get('device_id') or 0:04x}]",
+            "cpus": info.get("local_cpulist"), "aliases": []}
