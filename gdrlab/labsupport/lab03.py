@@ -1,0 +1,328 @@
+"""Lab 03, peer-memory registration: what happens inside ``ibv_reg_mr`` and why caches exist.
+
+The lab tries three registrations (host memory, a raw GPU pointer, a GPU buffer through dma-buf)
+with whatever this machine has, draws the registration state machine, and puts a cost model of
+registration next to the published gdrcopy figure (``gdr_pin_buffer`` of 64 KB: about 1.3 ms on
+a V100). Everything here runs without a GPU or an HCA and says what it could not do.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import SIZE_TICKS, optional_module
+
+__all__ = [
+    "GPU_PAGE_BYTES", "HOST_PAGE_BYTES", "RegistrationModel", "REGISTRATION_MODELS", "peer_memory_status",
+    "try_registrations", "registration_cost_table", "registration_figure", "state_machine_figure",
+    "reference_breakeven_reuses", "reference_gpu_pages",
+]
+
+GPU_PAGE_BYTES = 64 * 1024   # NVIDIA's peer-to-peer pages (nvidia_p2p_get_pages) are 64 KiB
+HOST_PAGE_BYTES = 4 * 1024   # x86-64 base page
+
+
+@dataclasses.dataclass(frozen=True)
+class RegistrationModel:
+    """Registration cost ``fixed_us + per_page_us * pages`` (pages of ``page_bytes``).
+
+    Pinning touches every page (get_user_pages for host memory, nvidia_p2p_get_pages for GPU
+    memory) and builds the HCA's translation table, hence the per-page term; the fixed term is
+    the system call, the driver round trip and the MR object itself.
+    """
+
+    name: str
+    fixed_us: float
+    per_page_us: float
+    page_bytes: int
+    source: str
+
+    def pages(self, size_bytes: Any) -> np.ndarray:
+        """Pages covered by a page-aligned buffer of ``size_bytes``."""
+        size = np.asarray(size_bytes, dtype=float)
+        if np.any(size <= 0):
+            raise ValueError("sizes must be positive byte counts")
+        return np.ceil(size / self.page_bytes)
+
+    def cost_us(self, size_bytes: Any) -> np.ndarray:
+        """Predicted registration time in microseconds."""
+        return self.fixed_us + self.per_page_us * self.pages(size_bytes)
+
+
+# Parameters. The GPU entry is anchored on gdrcopy's README (gdr_pin_buffer of 64 KB about 1.3 ms
+# on a V100: one 64 KiB page, so fixed + per_page = 1300 us). The host entry is illustrative (a few
+# microseconds of fixed cost and a fraction of a microsecond per 4 KiB page, the shape reported for
+# pinning host memory); it is labelled so in every plot.
+REGISTRATION_MODELS: dict[str, RegistrationModel] = {
+    "host (ibv_reg_mr)": RegistrationModel(
+        "host (ibv_reg_mr)", fixed_us=10.0, per_page_us=0.25, page_bytes=HOST_PAGE_BYTES,
+        source="illustrative parameters"),
+    "GPU (peer memory / dma-buf)": RegistrationModel(
+        "GPU (peer memory / dma-buf)", fixed_us=1250.0, per_page_us=50.0, page_bytes=GPU_PAGE_BYTES,
+        source="anchored on gdrcopy README: gdr_pin_buffer(64 KB) about 1.3 ms, V100"),
+}
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def peer_memory_status(root: str = "/") -> dict:
+    """What this machine offers for registering GPU memory, read from sysfs and the CUDA driver.
+
+    Keys: ``rdma_devices`` (names in /sys/class/infiniband), ``nvidia_peermem`` (module loaded,
+    with its version if known), ``nv_peer_mem`` (the pre-2021 out-of-tree module), ``kernel``
+    (release; dma-buf import by RDMA needs 5.12+), ``gpus`` (name, dmabuf_supported,
+    gdr_supported), ``cuda`` (usable, reason), ``routes`` (which registration routes could work
+    here, each with a reason).
+    """
+    base = Path(root)
+    ib = base / "sys/class/infiniband"
+    rdma = sorted(p.name for p in ib.iterdir()) if ib.is_dir() else []
+    peermem = (base / "sys/module/nvidia_peermem").is_dir()
+    old = (base / "sys/module/nv_peer_mem").is_dir()
+    kernel = platform.release() if root == "/" else _read(base / "proc/sys/kernel/osrelease")
+    try:
+        major, minor = (int(x) for x in kernel.split(".")[:2])
+        kernel_dmabuf = (major, minor) >= (5, 12)
+    except ValueError:
+        kernel_dmabuf = False
+    gpus: list[dict] = []
+    cuda = {"usable": False, "reason": "not checked"}
+    try:
+        from .. import engine
+        cuda = engine.cuda_status()
+        gpus = [{"name": g["name"], "dmabuf_supported": bool(g.get("dmabuf_supported")),
+                 "gdr_supported": bool(g.get("gdr_supported"))} for g in engine.gpus()]
+    except Exception as exc:  # the engine may be unbuilt; the lab still explains
+        cuda = {"usable": False, "reason": str(exc)}
+    routes = {
+        "host memory (ibv_reg_mr)": (bool(rdma), "an RDMA device is present" if rdma
+                                     else "no RDMA device (/sys/class/infiniband is empty or missing)"),
+        "GPU pointer via nvidia-peermem": (
+            bool(rdma and gpus and peermem),
+            "GPU, RDMA device and nvidia-peermem present" if rdma and gpus and peermem else
+            "needs " + ", ".join(w for w, ok in (("an RDMA device", rdma), ("a CUDA GPU", gpus),
+                                                  ("the nvidia-peermem module", peermem)) if not ok)),
+        "GPU buffer via dma-buf": (
+            bool(rdma and any(g["dmabuf_supported"] for g in gpus) and kernel_dmabuf),
+            "GPU with DMA_BUF_SUPPORTED, RDMA device and kernel 5.12+ present"
+            if rdma and any(g["dmabuf_supported"] for g in gpus) and kernel_dmabuf else
+            "needs " + ", ".join(w for w, ok in (("an RDMA device", rdma),
+                                                  ("a GPU with DMA_BUF_SUPPORTED", any(g["dmabuf_supported"] for g in gpus)),
+                                                  ("Linux 5.12+", kernel_dmabuf)) if not ok)),
+    }
+    return {"rdma_devices": rdma, "nvidia_peermem": peermem,
+            "nvidia_peermem_version": _read(base / "sys/module/nvidia_peermem/version") or None,
+            "nv_peer_mem": old, "kernel": kernel, "kernel_dmabuf": kernel_dmabuf, "gpus": gpus,
+            "cuda": cuda, "routes": {k: {"possible": v[0], "why": v[1]} for k, v in routes.items()}}
+
+
+def _attempt(label: str, fn) -> dict:
+    try:
+        detail = fn()
+        return {"attempt": label, "outcome": "registered", "errno": 0, "detail": str(detail)}
+    except Exception as exc:
+        code = getattr(exc, "errno", None) or getattr(exc, "code", None) or 0
+        name = os.strerror(code) if isinstance(code, int) and code > 0 else ""
+        kind = "not possible here" if type(exc).__name__ in ("Unavailable", "NotImplementedError") else "failed"
+        return {"attempt": label, "outcome": kind, "errno": code if isinstance(code, int) else 0,
+                "detail": f"{type(exc).__name__}: {exc}" + (f" [{name}]" if name else "")}
+
+
+def try_registrations(size_bytes: int = 1 << 20) -> list[dict]:
+    """Try the three registrations on this machine; one dict per attempt (attempt, outcome,
+    errno, detail). Never raises: what cannot run says why."""
+    if size_bytes <= 0:
+        raise ValueError("size_bytes must be positive")
+    status = peer_memory_status()
+    verbs, why_verbs = optional_module("gdrlab.verbs")
+    from .. import engine
+
+    results = []
+    if verbs is None:
+        results.append({"attempt": "host memory (ibv_reg_mr)", "outcome": "not possible here", "errno": 0,
+                        "detail": why_verbs})
+        results.append({"attempt": "GPU pointer, no peer-memory client", "outcome": "not possible here",
+                        "errno": 0, "detail": why_verbs})
+    else:
+        vstat = verbs.status()
+        devices = list(vstat.get("devices") or [])
+        if not devices:
+            why = vstat.get("reason") or "no RDMA device"
+            for label in ("host memory (ibv_reg_mr)", "GPU pointer, no peer-memory client"):
+                results.append({"attempt": label, "outcome": "not possible here", "errno": 0, "detail": why})
+        else:
+            dev_name = devices[0]["name"] if isinstance(devices[0], dict) else str(devices[0])
+
+            def reg(kind: str):
+                buf = engine.Buffer(size_bytes, kind)
+                with verbs.Device(dev_name) as dev, verbs.ProtectionDomain(dev) as pd, \
+                        verbs.MemoryRegion(pd, buf) as mr:
+                    return f"lkey={getattr(mr, 'lkey', '?')} rkey={getattr(mr, 'rkey', '?')}"
+
+            results.append(_attempt("host memory (ibv_reg_mr)", lambda: reg("pinned")))
+            if status["gpus"]:
+                results.append(_attempt("GPU pointer, no peer-memory client" if not status["nvidia_peermem"]
+                                        else "GPU pointer through nvidia-peermem", lambda: reg("device")))
+            else:
+                results.append({"attempt": "GPU pointer, no peer-memory client", "outcome": "not possible here",
+                                "errno": 0, "detail": "no CUDA GPU: " + status["cuda"].get("reason", "")})
+
+    def dmabuf():
+        if not status["gpus"]:
+            raise engine.Unavailable("no CUDA GPU: " + status["cuda"].get("reason", ""))
+        buf = engine.Buffer(size_bytes, "device")
+        exported = engine.export_dmabuf(buf)
+        try:
+            msg = (f"exported fd {exported.fd} of {exported.size} bytes; the CPU's mmap of it fails with "
+                   f"errno {exported.cpu_mmap_errno} ({os.strerror(exported.cpu_mmap_errno) if exported.cpu_mmap_errno > 0 else 'none'}): "
+                   "a dma-buf is for device importers such as ibv_reg_dmabuf_mr")
+            if not status["rdma_devices"]:
+                msg += "; no RDMA device here to import it"
+            return msg
+        finally:
+            exported.close()
+
+    results.append(_attempt("GPU buffer exported as dma-buf", dmabuf))
+    return results
+
+
+def registration_cost_table(sizes: Any, models: dict[str, RegistrationModel] | None = None):
+    """Modelled registration cost per model and size: DataFrame (model, size, pages, reg_us)
+    with ``attrs["provenance"]`` kind modelled."""
+    import pandas as pd
+
+    models = models or REGISTRATION_MODELS
+    sizes = np.asarray(sizes, dtype=float)
+    rows = []
+    for m in models.values():
+        for s, pages, cost in zip(sizes, m.pages(sizes), m.cost_us(sizes)):
+            rows.append({"model": m.name, "size": int(s), "pages": int(pages), "reg_us": float(cost),
+                         "source": m.source})
+    df = pd.DataFrame(rows)
+    df.attrs["provenance"] = {"kind": "modelled", "profile": "lab 03 registration model",
+                              "sources": {m.name: m.source for m in models.values()}}
+    return df
+
+
+def registration_figure(table, measured=None):
+    """Registration time against buffer size (log-log), one line per model, the gdrcopy point,
+    and optional measured points (DataFrame with size, reg_us and attrs provenance)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for name, part in table.groupby("model", sort=False):
+        fig.add_trace(go.Scatter(x=part["size"], y=part["reg_us"], mode="lines",
+                                 name=f"{name}: modelled ({part['source'].iloc[0]})"))
+    fig.add_trace(go.Scatter(x=[65536], y=[1300.0], mode="markers", marker={"size": 12, "symbol": "star"},
+                             name="published: gdr_pin_buffer 64 KB ≈ 1.3 ms (gdrcopy README, V100)"))
+    if measured is not None and len(measured):
+        from . import provenance_label
+        fig.add_trace(go.Scatter(x=measured["size"], y=measured["reg_us"], mode="markers",
+                                 name=provenance_label(measured.attrs.get("provenance"), "live")))
+    fig.update_layout(title="Memory registration cost: modelled (lab 03 model) vs published",
+                      xaxis_title="buffer size (bytes)", yaxis_title="registration time (µs)",
+                      legend={"orientation": "h", "y": -0.25}, height=480)
+    fig.update_xaxes(type="log", **SIZE_TICKS)
+    fig.update_yaxes(type="log")
+    return fig
+
+
+def state_machine_figure():
+    """The registration state machine as a plotly diagram: ``ibv_reg_mr`` on host memory, on a
+    GPU pointer (with and without a peer-memory client) and the dma-buf route."""
+    import plotly.graph_objects as go
+
+    boxes = {  # name: (x, y, text, colour)
+        "call": (0.5, 5, "ibv_reg_mr(pd, addr, len)", "#dbe9f6"),
+        "host": (0.5, 4, "ib_umem_get: is addr<br>ordinary host memory?", "#f2f2f2"),
+        "pin": (0.5, 3, "pin pages (get_user_pages)<br>map for DMA (IOMMU)", "#f2f2f2"),
+        "peer": (2.5, 4, "ask peer-memory clients:<br>does one own addr?", "#f2f2f2"),
+        "p2p": (2.5, 3, "nvidia-peermem: nvidia_p2p_get_pages<br>(64 KiB GPU pages in BAR1)", "#f2f2f2"),
+        "efault": (4.3, 4, "no client claims it:<br>EFAULT (\"Couldn't allocate MR\")", "#f8d0d0"),
+        "mr": (1.5, 1.7, "MR created: HCA translation table<br>lkey / rkey returned", "#d4edd4"),
+        "dcall": (4.3, 2.9, "cuMemGetHandleForAddressRange<br>(DMA_BUF_FD) → fd", "#dbe9f6"),
+        "dreg": (4.3, 1.7, "ibv_reg_dmabuf_mr(pd, off, len, iova, fd)<br>dma_buf_attach + map", "#f2f2f2"),
+    }
+    arrows = [("call", "host", ""), ("host", "pin", "yes"), ("host", "peer", "no"), ("peer", "p2p", "yes"),
+              ("peer", "efault", "no"), ("pin", "mr", ""), ("p2p", "mr", ""), ("dcall", "dreg", ""),
+              ("dreg", "mr", "")]
+    fig = go.Figure()
+    w, h = 0.85, 0.33
+    for x, y, text, colour in boxes.values():
+        fig.add_shape(type="rect", x0=x - w, x1=x + w, y0=y - h, y1=y + h, fillcolor=colour,
+                      line={"color": "#555"})
+        fig.add_annotation(x=x, y=y, text=text, showarrow=False, font={"size": 11})
+    for a, b, label in arrows:
+        (xa, ya, *_), (xb, yb, *_) = boxes[a], boxes[b]
+        # arrows start and end on box edges so the heads stay visible
+        dx, dy = xb - xa, yb - ya
+        sx = (w / abs(dx)) if dx else math.inf
+        sy = (h / abs(dy)) if dy else math.inf
+        s = min(sx, sy)
+        fig.add_annotation(x=xb - dx * s, y=yb - dy * s, ax=xa + dx * s, ay=ya + dy * s, xref="x", yref="y",
+                           axref="x", ayref="y", showarrow=True, arrowhead=3, arrowwidth=1.5, text="")
+        if label:
+            fig.add_annotation(x=(xa + xb) / 2, y=(ya + yb) / 2, text=f"<i>{label}</i>", showarrow=False,
+                               font={"size": 11, "color": "#333"}, bgcolor="white")
+    fig.add_annotation(x=4.3, y=3.45, text="<b>dma-buf route</b> (Linux 5.12+, CUDA 11.7+, no extra module)",
+                       showarrow=False, font={"size": 11})
+    fig.add_annotation(x=1.5, y=5.5, text="<b>classic route</b> (peer-memory client: nv_peer_mem, today nvidia-peermem)",
+                       showarrow=False, font={"size": 11})
+    fig.update_xaxes(visible=False, range=[-0.5, 5.3])
+    fig.update_yaxes(visible=False, range=[1.2, 5.8])
+    fig.update_layout(title="What ibv_reg_mr does with an address (diagram, no data)", height=520,
+                      plot_bgcolor="white", margin={"l": 10, "r": 10, "t": 50, "b": 10})
+    return fig
+
+
+def reference_gpu_pages(addr: int, size_bytes: int, page_bytes: int = GPU_PAGE_BYTES) -> int:
+    """Pages of ``page_bytes`` touched by ``[addr, addr + size_bytes)`` (reference for grading)."""
+    if size_bytes <= 0 or addr < 0 or page_bytes <= 0:
+        raise ValueError("addr >= 0, size_bytes > 0 and page_bytes > 0 are required")
+    first = addr // page_bytes
+    last = (addr + size_bytes - 1) // page_bytes
+    return int(last - first + 1)
+
+
+def reference_breakeven_reuses(reg_us: float, dereg_us: float, copy_us: float, lookup_us: float = 0.0) -> int | None:
+    """Smallest number of uses ``n`` for which registering once and reusing the MR (cost
+    ``reg_us + dereg_us + n * lookup_us``) is no slower than copying into a pre-registered
+    buffer every time (``n * copy_us``); None when reuse never pays off."""
+    if min(reg_us, dereg_us, copy_us, lookup_us) < 0:
+        raise ValueError("costs must be non-negative")
+    saving = copy_us - lookup_us
+    if saving <= 0:
+        return None
+    return max(1, math.ceil((reg_us + dereg_us) / saving))
+
+
+def measure_registration(sizes: Any, memory: str = "host") -> tuple[Any, str]:
+    """Live registration cost on this machine's HCA: ``(DataFrame with size and reg_us, why)``,
+    or ``(None, why not)`` when there is no verbs module or no RDMA device."""
+    verbs, why = optional_module("gdrlab.verbs")
+    if verbs is None:
+        return None, why
+    try:
+        st = verbs.status()
+        if not st.get("devices"):
+            return None, st.get("reason") or "no RDMA device on this machine"
+        df = verbs.registration_cost(sizes, memory)
+    except Exception as exc:  # no HCA, no GPU, EFAULT without a peer-memory client: say it
+        return None, f"{type(exc).__name__}: {exc}"
+    if "reg_us" not in df.columns:
+        cols = [c for c in df.columns if c.startswith("reg") and c.endswith("_us")]
+        if not cols:
+            return None, f"registration_cost returned no registration time column ({list(df.columns)})"
+        df = df.rename(columns={cols[0]: "reg_us"})
+    return df, "measured live"

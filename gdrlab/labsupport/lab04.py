@@ -1,0 +1,261 @@
+"""Lab 04, staging vs RDMA crossover: measured sweeps, model curves and the hybrid policy.
+
+Measured data comes from the tcp wire on this machine (``gdrlab.engine.bench``) when a GPU is
+here, otherwise from the recorded H200 files ``h200-bench-{staged,shared,pipelined}``; model
+curves come from :mod:`gdrlab.model`. The graded policy is checked against the model's fastest
+path at each size, away from the boundaries where two paths are within a few percent.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from . import SIZE_TICKS, quick_mode
+
+__all__ = [
+    "HISTORIC_PROFILES", "MEASURED_PATHS", "POLICY_PATHS", "policy_paths", "measured_data", "sweep_widget",
+    "measured_figure", "model_table", "best_path", "policy_table", "grading_cases", "check_choose_path",
+    "crossover_figure", "crossover_explorer", "crossovers",
+]
+
+HISTORIC_PROFILES = ("kepler-snb-2013", "kepler-ivb-2014", "hopper-ndr")
+MEASURED_PATHS = ("staged", "shared", "pipelined")
+POLICY_PATHS = ("gdrcopy", "gdr", "pipelined")
+_GRID = np.unique(np.round(np.logspace(0, 26, 105, base=2))).astype(np.int64)  # 1 B .. 64 MiB
+
+
+def _model():
+    from .. import model
+    return model
+
+
+def policy_paths() -> tuple[str, ...]:
+    """The paths a hybrid policy chooses between (those of POLICY_PATHS the model knows)."""
+    known = set(getattr(_model(), "PATHS", POLICY_PATHS))
+    return tuple(p for p in POLICY_PATHS if p in known)
+
+
+def _lat_us(profile: str, path: str, sizes: np.ndarray, placement: str | None = None,
+            chunk: int | None = None) -> np.ndarray:
+    kw: dict[str, Any] = {}
+    if placement is not None:
+        kw["placement"] = placement
+    if chunk is not None:
+        kw["chunk"] = chunk
+    return np.asarray(_model().latency_us(profile, path, np.asarray(sizes, dtype=float), **kw), dtype=float)
+
+
+# ----------------------------------------------------------------------------- measured
+def measured_data(sizes: Any = "8:64M", paths: Iterable[str] = MEASURED_PATHS, live: bool | None = None) -> dict:
+    """``{path: LiveOrRecorded}``: measured now over the tcp wire where a GPU exists (a few
+    sizes in quick mode), else the recorded H200 sweep, else nothing with the reason."""
+    from .. import engine
+    from ..recorded import live_or_recorded
+    from ..widgets import sweep_sizes
+
+    if live is None:
+        live = engine.cuda_status()["usable"]
+    out = {}
+    for path in paths:
+        def measure(path=path):
+            return engine.bench(path, sweep_sizes(sizes))
+        out[path] = live_or_recorded(measure, f"h200-bench-{path}", live=live)
+    return out
+
+
+def sweep_widget(path: str = "pipelined", sizes: Any = "8:64M", profile: str = "h200-lab", y: str = "lat_p50_us"):
+    """A live SweepWidget for one path over the tcp wire, with the model for ``profile`` overlaid."""
+    from .. import engine
+    from ..widgets import SweepWidget, model_frame
+
+    overlay = None
+    try:
+        overlay = {f"{path} model": model_frame(profile, path, sizes)}
+    except Exception:  # the overlay is a comparison; the measurement works without it
+        overlay = None
+    return SweepWidget(lambda n: engine.bench(path, [n]), sizes, y=y, name=path, model=overlay,
+                       title=f"{path} over the tcp wire")
+
+
+def measured_figure(data: dict, profile: str = "h200-lab", y: str = "lat_p50_us"):
+    """Measured (live or recorded) sweeps with the model for ``profile`` overlaid."""
+    from ..widgets import model_frame, plot_sweep
+
+    frames = {p: r.data for p, r in data.items() if r.data is not None}
+    models = {}
+    if frames:
+        sizes = sorted({int(s) for df in frames.values() for s in df["size"]})
+        for p in frames:
+            try:
+                models[f"{p} model"] = model_frame(profile, p, sizes)
+            except Exception:
+                pass
+    return plot_sweep(frames, y=y, model=models, title="staged vs shared vs pipelined over the tcp wire")
+
+
+# ----------------------------------------------------------------------------- model
+def model_table(profile: str, paths: Iterable[str] | None = None, sizes: Any = None, placement: str | None = None,
+                chunk: int | None = None):
+    """Modelled latency of ``paths`` at ``sizes`` (default 1 B..64 MiB): DataFrame (path, size,
+    lat_us, bw_gbps) with provenance kind modelled."""
+    import pandas as pd
+
+    paths = tuple(paths) if paths is not None else policy_paths() + ("staged",)
+    sizes = _GRID if sizes is None else np.asarray(sizes, dtype=np.int64)
+    rows = []
+    for p in paths:
+        lat = _lat_us(profile, p, sizes, placement, chunk)
+        rows.append(pd.DataFrame({"path": p, "size": sizes, "lat_us": lat, "bw_gbps": sizes / lat / 1e3}))
+    df = pd.concat(rows, ignore_index=True)
+    df.attrs["provenance"] = {"kind": "modelled", "profile": profile, "placement": placement, "chunk": chunk}
+    return df
+
+
+def best_path(profile: str, size: int, paths: Iterable[str] | None = None, placement: str | None = None) -> str:
+    """The path with the lowest modelled latency at ``size`` (ties go to the earlier path)."""
+    paths = tuple(paths) if paths is not None else policy_paths()
+    lats = [float(_lat_us(profile, p, np.array([size]), placement)[0]) for p in paths]
+    return paths[int(np.argmin(lats))]
+
+
+def policy_table(profile: str, paths: Iterable[str] | None = None, placement: str | None = None) -> list[dict]:
+    """The model's fastest path over 1 B..64 MiB as ranges ``{lo, hi, path}`` (sizes in bytes,
+    on a grid of about 4 points per doubling)."""
+    paths = tuple(paths) if paths is not None else policy_paths()
+    lat = np.vstack([_lat_us(profile, p, _GRID, placement) for p in paths])
+    best = np.argmin(lat, axis=0)
+    out: list[dict] = []
+    for size, i in zip(_GRID, best):
+        if out and out[-1]["path"] == paths[i]:
+            out[-1]["hi"] = int(size)
+        else:
+            out.append({"lo": int(size), "hi": int(size), "path": paths[i]})
+    return out
+
+
+def crossovers(profiles: Iterable[str] = HISTORIC_PROFILES, a: str = "gdr", b: str = "pipelined",
+               placement: str | None = None) -> dict[str, int | None]:
+    """``{profile: smallest size where b beats a}`` from :func:`gdrlab.model.crossover`."""
+    m = _model()
+    out = {}
+    for prof in profiles:
+        if placement is None:
+            out[prof] = m.crossover(prof, a, b)
+        else:
+            out[prof] = m.crossover(m.get_profile(prof, placement=placement), a, b)
+    return out
+
+
+def grading_cases(profile: str, paths: Iterable[str] | None = None, margin: float = 0.10,
+                  sizes: Iterable[int] | None = None) -> list[tuple[int, str]]:
+    """``(size, expected path)`` pairs for grading a policy: the model's fastest path, keeping only
+    sizes where it beats the runner-up by more than ``margin`` (so a threshold that is off by a
+    few percent near a crossover is not marked wrong)."""
+    paths = tuple(paths) if paths is not None else policy_paths()
+    sizes = _GRID if sizes is None else np.asarray(list(sizes), dtype=np.int64)
+    lat = np.vstack([_lat_us(profile, p, sizes, None) for p in paths])
+    order = np.sort(lat, axis=0)
+    best = np.argmin(lat, axis=0)
+    keep = order[1] > order[0] * (1.0 + margin)
+    return [(int(s), paths[i]) for s, i, k in zip(sizes, best, keep) if k]
+
+
+def check_choose_path(fn: Callable[[int, str], str], profiles: Iterable[str] = HISTORIC_PROFILES,
+                      sizes: Iterable[int] | None = None, margin: float = 0.10) -> int:
+    """Compare ``fn(size, profile)`` with the model's fastest path; raise AssertionError naming
+    the first disagreements. Returns the number of cases checked."""
+    if not callable(fn):
+        raise AssertionError(f"choose_path should be a function, got {fn!r}")
+    checked, wrong = 0, []
+    for prof in profiles:
+        for size, want in grading_cases(prof, sizes=sizes, margin=margin):
+            try:
+                got = fn(size, prof)
+            except NotImplementedError:
+                raise AssertionError("choose_path raised NotImplementedError: the exercise is not done yet") from None
+            except Exception as exc:
+                raise AssertionError(f"choose_path({size}, {prof!r}) raised {type(exc).__name__}: {exc}") from None
+            checked += 1
+            if got != want:
+                wrong.append(f"choose_path({size}, {prof!r}) = {got!r}, the model's fastest is {want!r}")
+    if wrong:
+        raise AssertionError(f"{len(wrong)} of {checked} sizes disagree with the model, e.g.:\n  "
+                             + "\n  ".join(wrong[:5]))
+    if checked == 0:
+        raise AssertionError("no sizes to check: the model gave no clear winner anywhere")
+    return checked
+
+
+# ----------------------------------------------------------------------------- figures
+def crossover_figure(profile: str = "kepler-snb-2013", paths: Iterable[str] | None = None,
+                     placement: str | None = None, chunk: int | None = None, fig=None):
+    """Modelled latency of the policy paths (+ staged) against size, with the gdr/pipelined
+    crossover marked. Pass a FigureWidget as ``fig`` to redraw it in place."""
+    import plotly.graph_objects as go
+
+    table = model_table(profile, paths, placement=placement, chunk=chunk)
+    m = _model()
+    try:
+        cross = m.crossover(m.get_profile(profile, **({"placement": placement} if placement else {}),
+                                          **({"chunk": chunk} if chunk else {})), "gdr", "pipelined")
+    except Exception:
+        cross = None
+    fig = fig if fig is not None else go.Figure()
+    where = f"profile {profile}" + (f", {placement}" if placement else "") + (f", chunk {chunk // 1024} KiB" if chunk else "")
+    with fig.batch_update() if hasattr(fig, "batch_update") else _null():
+        fig.data = []
+        fig.layout.shapes = []
+        fig.layout.annotations = []
+        for path, part in table.groupby("path", sort=False):
+            fig.add_trace(go.Scatter(x=part["size"], y=part["lat_us"], mode="lines", name=f"{path} — modelled, {where}",
+                                     line={"dash": "dash" if path == "staged" else "solid"}))
+        if cross:
+            fig.add_vline(x=cross, line={"dash": "dot", "color": "grey"})
+            fig.add_annotation(x=np.log10(cross), y=1, yref="paper", text=f"gdr/pipelined crossover ≈ {cross:,} B",
+                               showarrow=False, xanchor="left", yanchor="top")
+        fig.update_layout(title=f"GDR vs pipelined staging (modelled, {where})", height=460,
+                          xaxis_title="message size (bytes)", yaxis_title="one-way latency (µs)",
+                          legend={"orientation": "h", "y": -0.25})
+        fig.update_xaxes(type="log", **SIZE_TICKS)
+        fig.update_yaxes(type="log")
+    return fig
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def crossover_explorer(profile: str = "kepler-snb-2013"):
+    """Profile, placement and chunk-size controls over :func:`crossover_figure` (a FigureWidget
+    redrawn on every change). In quick mode: the static figure only."""
+    if quick_mode():
+        return crossover_figure(profile)
+    import ipywidgets as w
+    import plotly.graph_objects as go
+
+    m = _model()
+    prof_box = w.Dropdown(options=list(HISTORIC_PROFILES), value=profile, description="profile")
+    place_box = w.Dropdown(options=["(profile default)"] + list(getattr(m, "PLACEMENTS", ())),
+                           description="placement")
+    chunk_box = w.SelectionSlider(options=[("default", 0)] + [(f"{k} KiB", k * 1024) for k in (16, 64, 128, 256, 512, 1024, 4096)],
+                                  value=0, description="chunk")
+    label = w.Label()
+    fig = go.FigureWidget()
+
+    def redraw(_change=None):
+        placement = None if place_box.value == "(profile default)" else place_box.value
+        try:
+            crossover_figure(prof_box.value, placement=placement, chunk=chunk_box.value or None, fig=fig)
+            label.value = ""
+        except Exception as exc:  # a parameter the model rejects: say so, keep the last curves
+            label.value = f"{type(exc).__name__}: {exc}"
+
+    for box in (prof_box, place_box, chunk_box):
+        box.observe(redraw, names="value")
+    redraw()
+    return w.VBox([w.HBox([prof_box, place_box, chunk_box]), label, fig])

@@ -1,0 +1,141 @@
+"""Lab 05, topology pitfalls: PCIe distance codes, the nearest NIC, NCCL's GDR rule and NUMA.
+
+Reads this machine's tree (``gdrlab.topology.from_sysfs``) and recorded hwloc exports of real
+machines (``gdrlab.topology.recorded_machines``), and predicts configuration A (GPU and NIC
+under one PCIe switch) against configuration B (GPU and NIC on different sockets) with the model.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+__all__ = [
+    "CODE_ORDER", "own_topology", "recorded_topology", "machine_names", "pair_table", "gpu_nic_pairs",
+    "config_ab_table", "config_ab_figure", "reference_nearest", "reference_nccl_gdr", "describe",
+]
+
+# nvidia-smi's PCIe codes from nearest to farthest (NV# is NVLink, not PCIe).
+CODE_ORDER = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
+# NCCL's levels in order; nvidia-smi's NODE is NCCL's PHB (NCCL's CPU node is a whole NUMA node).
+_NCCL_ORDER = ("LOC", "PIX", "PXB", "PHB", "SYS")
+_SMI_TO_NCCL = {"X": "LOC", "PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS"}
+
+
+def own_topology(root: str = "/") -> tuple[Any, str]:
+    """This machine's PCIe tree and one sentence about what it holds."""
+    from ..topology import from_sysfs
+
+    try:
+        topo = from_sysfs(root)
+    except Exception as exc:  # no /sys (not Linux), unreadable tree: explain and go on
+        return None, f"could not read this machine's PCIe tree: {type(exc).__name__}: {exc}"
+    g, n = len(topo.gpus), len(topo.nics)
+    if g == 0 and n == 0:
+        msg = ("this machine shows no NVIDIA GPU and no RDMA NIC on its PCIe tree, so there is no pair "
+               "to classify here: the rest of the lab uses recorded machines")
+    elif n == 0:
+        msg = (f"this machine has {g} GPU(s) and no RDMA NIC (/sys/class/infiniband is empty): GPU/GPU "
+               "codes only; the GPU/NIC questions use recorded machines")
+    else:
+        msg = f"this machine has {g} GPU(s) and {n} RDMA NIC(s)"
+    return topo, f"{topo.source}: {msg}"
+
+
+def machine_names() -> dict[str, str]:
+    """``{name: path}`` of the recorded hwloc exports that ship with gdrlab."""
+    from ..topology import recorded_machines
+
+    return dict(recorded_machines())
+
+
+def _find_machine(keyword: str) -> str:
+    names = machine_names()
+    for name, path in names.items():
+        if keyword.lower() in name.lower() or keyword.lower() in str(path).lower():
+            return name
+    raise KeyError(f"no recorded machine matching {keyword!r}; shipped: {', '.join(names)}")
+
+
+def recorded_topology(keyword: str):
+    """The recorded machine whose name (or file) contains ``keyword``, as a Topology."""
+    from ..topology import from_hwloc
+
+    return from_hwloc(machine_names()[_find_machine(keyword)])
+
+
+def describe(topo) -> "Any":
+    """The devices of a topology as a DataFrame (name, kind, model, PCI bus id, NUMA node, socket)."""
+    import pandas as pd
+
+    cols = ["name", "kind", "model", "pci_bus_id", "numa_node", "socket"]
+    return pd.DataFrame([{c: d.get(c) for c in cols} for d in topo.devices], columns=cols)
+
+
+def gpu_nic_pairs(topo) -> list[tuple[str, str]]:
+    """Every (GPU, NIC) pair of a topology."""
+    return [(g, n) for g in topo.gpus for n in topo.nics]
+
+
+def pair_table(topo, level: Any = None):
+    """One row per GPU/NIC pair: code, why, nearest NIC of the GPU, NCCL's GDR choice."""
+    import pandas as pd
+
+    rows = []
+    for g, n in gpu_nic_pairs(topo):
+        code, why = topo.pcie_code(g, n)
+        dec = topo.gdr_decision(g, n, level)
+        rows.append({"gpu": g, "nic": n, "code": code, "path": why, "nearest_nic": topo.nearest_nic(g),
+                     "nccl_uses_gdr": dec["use_gdr"]})
+    return pd.DataFrame(rows, columns=["gpu", "nic", "code", "path", "nearest_nic", "nccl_uses_gdr"])
+
+
+def reference_nearest(codes: dict[str, str]) -> str | None:
+    """The NIC with the nearest code in ``{nic: code}``; ties go to the lower name (reference)."""
+    if not codes:
+        return None
+    return min(sorted(codes), key=lambda nic: CODE_ORDER.index(codes[nic]))
+
+
+def reference_nccl_gdr(code: str, level: str = "PXB") -> bool:
+    """NCCL's rule: GDR when the GPU-NIC path is no farther than ``level`` (reference)."""
+    return _NCCL_ORDER.index(_SMI_TO_NCCL[code]) <= _NCCL_ORDER.index(_SMI_TO_NCCL.get(level, level))
+
+
+def config_ab_table(profile: str = "kepler-ivb-2014", sizes: Iterable[int] | None = None,
+                    paths: Iterable[str] = ("gdr", "pipelined")):
+    """Modelled bandwidth of ``paths`` with the GPU and NIC under one switch (A) and on different
+    sockets (B): DataFrame (config, placement, path, size, lat_us, bw_gbps), provenance modelled."""
+    import pandas as pd
+
+    from .. import model
+
+    sizes = np.asarray(list(sizes) if sizes is not None else [2 ** k for k in range(3, 27)], dtype=np.int64)
+    frames = []
+    for config, placement in (("A", "same-switch"), ("B", "cross-socket")):
+        for p in paths:
+            lat = np.asarray(model.latency_us(profile, p, sizes.astype(float), placement=placement), dtype=float)
+            frames.append(pd.DataFrame({"config": config, "placement": placement, "path": p, "size": sizes,
+                                        "lat_us": lat, "bw_gbps": sizes / lat / 1e3}))
+    df = pd.concat(frames, ignore_index=True)
+    df.attrs["provenance"] = {"kind": "modelled", "profile": profile}
+    return df
+
+
+def config_ab_figure(table):
+    """Bandwidth against size for configurations A and B (modelled, profile in the title)."""
+    import plotly.graph_objects as go
+
+    from . import SIZE_TICKS
+
+    prof = table.attrs.get("provenance", {}).get("profile", "?")
+    fig = go.Figure()
+    for (config, placement, path), part in table.groupby(["config", "placement", "path"], sort=False):
+        fig.add_trace(go.Scatter(x=part["size"], y=part["bw_gbps"], mode="lines",
+                                 name=f"config {config} ({placement}): {path} — modelled, {prof}",
+                                 line={"dash": "solid" if config == "A" else "dash"}))
+    fig.update_layout(title=f"Config A (same switch) vs B (cross socket), modelled with profile {prof}",
+                      xaxis_title="message size (bytes)", yaxis_title="bandwidth (GB/s)", height=460,
+                      legend={"orientation": "h", "y": -0.3})
+    fig.update_xaxes(type="log", **SIZE_TICKS)
+    return fig
