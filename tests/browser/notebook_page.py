@@ -1,0 +1,290 @@
+"""Drive one notebook in JupyterLab through a Playwright page.
+
+Everything here reads what the learner would see: cell prompts, rendered
+outputs, the plotly graph div (``.js-plotly-plot``, whose ``_fullData`` holds
+the traces plotly.js actually drew) and the ipywidgets dropdowns
+(``.widget-dropdown select``).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .server import LabServer
+
+__all__ = [
+    "NotebookRunError",
+    "WidgetCell",
+    "open_notebook",
+    "run_all_cells",
+    "wait_for_run",
+    "error_outputs",
+    "output_texts",
+    "plot_traces",
+    "find_widget_cell",
+    "dropdowns",
+    "choose_other_option",
+    "wait_for_plot_change",
+    "save_screenshot",
+]
+
+# Prompts of code cells, as JupyterLab shows them: "[ ]:", "[*]:", "[12]:".
+_PROMPTS_JS = """
+() => Array.from(document.querySelectorAll('.jp-Notebook .jp-CodeCell')).map(cell => {
+  const p = cell.querySelector('.jp-InputPrompt');
+  return p ? p.textContent.trim() : '';
+})
+"""
+
+# Outputs that mean a cell failed: a traceback on stderr / an error output, or a
+# widget the front end could not render (ipywidgets and JupyterLab both print
+# these phrases into the output area).
+_ERRORS_JS = r"""
+() => {
+  const found = [];
+  const widgetFail = /Error displaying widget|Error rendering output|Failed to (display|render|load) (model|widget|view)|model not found/i;
+  for (const el of document.querySelectorAll('.jp-OutputArea-output')) {
+    const mime = el.getAttribute('data-mime-type') ||
+      (el.querySelector('[data-mime-type]') || el).getAttribute('data-mime-type') || '';
+    const text = el.innerText || '';
+    const isStderr = mime === 'application/vnd.jupyter.stderr';
+    if ((isStderr && /Traceback|^\s*\w*(Error|Exception)\b/m.test(text)) ||
+        /Traceback \(most recent call last\)/.test(text) || widgetFail.test(text)) {
+      found.push(text.slice(0, 3000));
+    }
+  }
+  return found;
+}
+"""
+
+_OUTPUT_TEXTS_JS = """
+() => Array.from(document.querySelectorAll('.jp-OutputArea-output')).map(el => el.innerText || '')
+"""
+
+# Trace data as drawn: _fullData has typed/base64 arrays decoded by plotly.js.
+_PLOTS_JS = """
+(root) => Array.from(root.querySelectorAll('.js-plotly-plot')).map(gd => {
+  const full = (gd._fullData && gd._fullData.length) ? gd._fullData : (gd.data || []);
+  const rect = gd.getBoundingClientRect();
+  const num = v => (v === null || v === undefined) ? null : Number(v);
+  return {
+    width: rect.width,
+    height: rect.height,
+    title: (gd.layout && gd.layout.title && (gd.layout.title.text ?? gd.layout.title)) || null,
+    marker_paths: gd.querySelectorAll('.scatterlayer .trace path.point').length,
+    traces: full.map(t => ({
+      name: (t.name === undefined || t.name === null) ? null : String(t.name),
+      type: t.type || 'scatter',
+      mode: t.mode || null,
+      visible: t.visible === undefined ? true : t.visible,
+      x: Array.from(t.x || [], v => (typeof v === 'number') ? v : String(v)),
+      y: Array.from(t.y || [], num),
+    })),
+  };
+})
+"""
+
+
+class NotebookRunError(AssertionError):
+    """A notebook run that failed or did not finish; the message says what the page showed."""
+
+
+@dataclass
+class WidgetCell:
+    """The cell whose output holds both a dropdown and a plotly plot."""
+
+    index: int
+    locator: Any
+
+
+def open_notebook(page: Any, server: LabServer, rel_path: str, timeout_s: float = 90.0) -> None:
+    """Open ``rel_path`` in a fresh workspace and wait until its kernel is idle.
+
+    A fresh named workspace keeps notebooks opened by earlier tests from being
+    restored into this page.
+    """
+    workspace = f"t{secrets.token_hex(4)}"
+    url = server.lab_url(rel_path).replace("/lab/tree/", f"/lab/workspaces/{workspace}/tree/", 1)
+    page.goto(url, wait_until="domcontentloaded", timeout=timeout_s * 1000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=timeout_s * 1000)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        _accept_kernel_dialog(page)
+        if server.kernel_states(rel_path) == ["idle"]:
+            return
+        time.sleep(0.3)
+    raise NotebookRunError(
+        f"kernel for {rel_path} not idle after {timeout_s:.0f} s: {server.kernel_states(rel_path)}\n"
+        f"server log:\n{server.log_tail()}"
+    )
+
+
+def _accept_kernel_dialog(page: Any) -> None:
+    """Accept a 'Select Kernel' dialog (the default kernel) if one is up."""
+    button = page.locator(".jp-Dialog .jp-mod-accept")
+    if button.count() and button.first.is_visible():
+        button.first.click()
+
+
+def run_all_cells(page: Any) -> None:
+    """Run > Run All Cells, through the menu bar as a learner would."""
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).first.click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).first.click()
+
+
+def error_outputs(page: Any) -> list[str]:
+    """Texts of outputs that show a traceback, an error, or a widget that failed to render."""
+    return list(page.evaluate(_ERRORS_JS))
+
+
+def output_texts(page: Any) -> list[str]:
+    """Visible text of every output area, in notebook order."""
+    return list(page.evaluate(_OUTPUT_TEXTS_JS))
+
+
+def wait_for_run(
+    page: Any, server: LabServer, rel_path: str, n_code_cells: int, timeout_s: float
+) -> list[str]:
+    """Wait until every non-empty code cell ran and the kernel is idle.
+
+    Parameters
+    ----------
+    n_code_cells : int
+        How many code cells have source (empty cells never get a number).
+
+    Returns
+    -------
+    list of str
+        The final prompts.
+
+    Raises
+    ------
+    NotebookRunError
+        On an error output (at once, with its text) or on timeout.
+    """
+    deadline = time.monotonic() + timeout_s
+    numbered: list[str] = []
+    prompts: list[str] = []
+    while time.monotonic() < deadline:
+        errors = error_outputs(page)
+        if errors:
+            raise NotebookRunError(f"{rel_path}: a cell shows an error:\n" + "\n---\n".join(errors))
+        prompts = page.evaluate(_PROMPTS_JS)
+        numbered = [p for p in prompts if re.fullmatch(r"\[\d+\]:", p)]
+        busy = any("*" in p for p in prompts)
+        if len(numbered) >= n_code_cells and not busy and server.kernel_states(rel_path) == ["idle"]:
+            return prompts
+        time.sleep(0.5)
+    raise NotebookRunError(
+        f"{rel_path}: {len(numbered)} of {n_code_cells} code cells ran in {timeout_s:.0f} s; "
+        f"prompts {prompts}; kernel {server.kernel_states(rel_path)}"
+    )
+
+
+def plot_traces(scope: Any) -> list[dict]:
+    """The plotly plots under ``scope`` (a page or a locator), with their traces as drawn."""
+    if hasattr(scope, "goto"):  # a Page: search the whole document
+        return list(scope.evaluate(_PLOTS_JS, scope.query_selector("body")))
+    return list(scope.evaluate(_PLOTS_JS))  # a Locator: its element is the root
+
+
+def find_widget_cell(page: Any, label: str | None = None, timeout_s: float = 60.0) -> WidgetCell:
+    """The first cell showing a dropdown (labelled ``label`` if given) and a plot with data.
+
+    Waits because the widget front end renders after the kernel went idle.
+    """
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for i in range(cells.count()):
+            cell = cells.nth(i)
+            if not cell.locator(".widget-dropdown select").count():
+                continue
+            if label is not None and not any(d["label"] == label for d in dropdowns(cell)):
+                continue
+            plots = plot_traces(cell)
+            if plots and any(t["y"] for p in plots for t in p["traces"]):
+                return WidgetCell(i, cell)
+        time.sleep(0.5)
+    raise NotebookRunError(
+        f"no cell shows a dropdown{f' labelled {label!r}' if label else ''} together with a "
+        f"plotly plot with data after {timeout_s:.0f} s; errors: {error_outputs(page)}"
+    )
+
+
+def dropdowns(scope: Any) -> list[dict]:
+    """Dropdowns under ``scope``: label (description), options and the selected option."""
+    found = []
+    widgets = scope.locator(".widget-dropdown")
+    for i in range(widgets.count()):
+        widget = widgets.nth(i)
+        select = widget.locator("select")
+        label_loc = widget.locator("label")
+        label = label_loc.first.inner_text().strip() if label_loc.count() else ""
+        options = select.evaluate("s => Array.from(s.options).map(o => o.textContent.trim())")
+        selected = select.evaluate("s => s.selectedIndex")
+        found.append({"label": label, "options": options, "selected": selected, "index": i})
+    return found
+
+
+def choose_other_option(scope: Any, label: str | None = None) -> tuple[str, str, str]:
+    """Pick a different option in a dropdown; return (label, old option, new option)."""
+    candidates = [d for d in dropdowns(scope) if len(d["options"]) > 1]
+    if label is not None:
+        candidates = [d for d in candidates if d["label"] == label]
+    if not candidates:
+        raise NotebookRunError(f"no dropdown with two or more options (label {label!r})")
+    chosen = candidates[0]
+    new_index = (chosen["selected"] + 1) % len(chosen["options"])
+    select = scope.locator(".widget-dropdown").nth(chosen["index"]).locator("select")
+    select.select_option(index=new_index)
+    return chosen["label"], chosen["options"][chosen["selected"]], chosen["options"][new_index]
+
+
+def _ys(plots: list[dict]) -> list[list[list[float | None]]]:
+    return [[t["y"] for t in p["traces"]] for p in plots]
+
+
+def wait_for_plot_change(
+    scope: Any,
+    before: list[dict],
+    settled: Callable[[], bool] | None = None,
+    timeout_s: float = 60.0,
+) -> list[dict]:
+    """Wait until the plot traces' y data under ``scope`` differ from ``before``.
+
+    Parameters
+    ----------
+    settled : callable, optional
+        Returns True once the work the change started is over (for example the
+        kernel went idle again); the plot is read once more after that so a
+        sweep that streams points in is seen complete.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        now = plot_traces(scope)
+        if _ys(now) != _ys(before) and any(t["y"] for p in now for t in p["traces"]):
+            while settled is not None and not settled() and time.monotonic() < deadline:
+                time.sleep(0.3)
+            # The front end applies the last batch a moment after the kernel is idle.
+            time.sleep(0.5)
+            while time.monotonic() < deadline:
+                again = plot_traces(scope)
+                if _ys(again) == _ys(now):
+                    return again
+                now = again
+                time.sleep(0.5)
+        time.sleep(0.3)
+    raise NotebookRunError(f"plot did not change within {timeout_s:.0f} s of the control change")
+
+
+def save_screenshot(target: Any, path: Path) -> Path:
+    """Screenshot a page (viewport) or an element to ``path``; return the path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    target.screenshot(path=str(path))
+    return path

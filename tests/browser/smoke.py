@@ -1,0 +1,82 @@
+"""A tiny notebook that exercises the same front-end pieces as the labs.
+
+A plotly ``FigureWidget`` (an anywidget with plotly >= 6) beside an ipywidgets
+``Dropdown`` that redraws it. The browser harness proves itself on this notebook
+first, so a failure on a lab points at the lab, not at the harness. In quick mode
+(``GDRLAB_QUICK=1``) the sweep has sizes 2**3 .. 2**8, six points; the full sweep
+has twenty.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+__all__ = ["QUICK_POINTS", "write_smoke_notebook", "count_code_cells"]
+
+# 2**3 .. 2**8 inclusive, worked out by hand from the range below.
+QUICK_POINTS = 6
+
+_IMPORTS = """\
+import os
+import ipywidgets as widgets
+import plotly.graph_objects as go
+from IPython.display import display"""
+
+_SIZES = """\
+quick = os.environ.get("GDRLAB_QUICK") == "1"
+sizes = [2 ** k for k in range(3, 9 if quick else 23)]
+print(f"sweep points: {len(sizes)}")"""
+
+_WIDGET = """\
+def curve(shape):
+    return [s / 1024 if shape == "linear" else (s / 1024) ** 2 for s in sizes]
+
+fig = go.FigureWidget(data=[go.Scatter(x=sizes, y=curve("linear"), mode="lines+markers", name="sweep")])
+fig.update_layout(height=360, title="smoke: shape of the curve", xaxis_type="log")
+shape = widgets.Dropdown(options=["linear", "quadratic"], value="linear", description="shape")
+
+def on_shape(change):
+    with fig.batch_update():
+        fig.data[0].y = curve(change["new"])
+
+shape.observe(on_shape, names="value")
+display(widgets.VBox([shape, fig]))"""
+
+_BROKEN = 'raise RuntimeError("deliberate failure in the smoke notebook")'
+
+
+def write_smoke_notebook(path: Path, broken: bool = False) -> Path:
+    """Write the smoke notebook to ``path``.
+
+    Parameters
+    ----------
+    broken : bool
+        Insert a cell that raises before the widget cell, to prove the harness
+        reports errors.
+    """
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    cells = [
+        nbformat.v4.new_markdown_cell("# Browser smoke test"),
+        nbformat.v4.new_code_cell(_IMPORTS),
+        nbformat.v4.new_code_cell(_SIZES),
+    ]
+    if broken:
+        cells.append(nbformat.v4.new_code_cell(_BROKEN))
+    cells += [
+        nbformat.v4.new_code_cell(_WIDGET),
+        # An empty cell never gets an execution count; the harness must not wait for it.
+        nbformat.v4.new_code_cell(""),
+    ]
+    nb.cells = cells
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+    return path
+
+
+def count_code_cells(path: Path) -> int:
+    """Number of code cells with source, the ones that get an execution count."""
+    nb = nbformat.read(str(path), as_version=4)
+    return sum(1 for c in nb.cells if c.cell_type == "code" and c.source.strip())

@@ -1,0 +1,186 @@
+"""Real-browser test: the labs in JupyterLab, driven by Playwright in headless Chromium.
+
+Learners meet the kit in a browser, so it is tested there: a throw-away
+``jupyter lab`` (127.0.0.1, random port and token, ``GDRLAB_QUICK=1``) serves a
+temporary copy of the labs; headless Chromium opens a notebook, runs all cells
+through the menu, waits for the kernel to go idle, checks that no cell shows an
+error, that a plotly plot is drawn with the expected number of points, and that
+changing a dropdown redraws the plot.
+
+Needs Chromium (``/usr/bin/chromium`` or ``GDRLAB_CHROMIUM``), the ``playwright``
+Python package (its own browser download is not used), JupyterLab, ipywidgets,
+anywidget and plotly. Without them the tests skip, except when ``CI`` is set:
+there a missing prerequisite is a failure. Screenshots go to ``GDRLAB_ARTIFACTS``
+(or ``browser-artifacts`` under pytest's temporary base); the path is printed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from browser import notebook_page as nbp
+from browser.server import LabServer, start_lab_server
+from browser.smoke import QUICK_POINTS, count_code_cells, write_smoke_notebook
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
+
+REPO = Path(__file__).resolve().parents[1]
+LAB_SOURCE = REPO / "labs" / "source"
+PY_MODULES = ("playwright", "jupyterlab", "ipywidgets", "jupyterlab_widgets", "anywidget", "plotly",
+              "ipykernel", "nbformat")
+RUN_TIMEOUT_S = 150.0
+
+
+def _chromium() -> str | None:
+    candidates = [os.environ.get("GDRLAB_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
+                  shutil.which("chromium-browser")]
+    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+
+
+def _missing_prerequisites() -> str | None:
+    missing = [m for m in PY_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        return "Python packages missing: " + ", ".join(missing)
+    if _chromium() is None:
+        return "no Chromium: /usr/bin/chromium absent and GDRLAB_CHROMIUM not set (apt-get install chromium)"
+    return None
+
+
+def _skip_or_fail(reason: str) -> None:
+    # In CI a skipped browser test would hide a broken front end: fail instead.
+    if os.environ.get("CI"):
+        pytest.fail(f"browser test cannot run in CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def artifacts_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    env = os.environ.get("GDRLAB_ARTIFACTS")
+    path = Path(env) / "browser" if env else tmp_path_factory.getbasetemp() / "browser-artifacts"
+    path.mkdir(parents=True, exist_ok=True)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"\nbrowser test artifacts (screenshots, logs): {path}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def lab_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A temporary copy of the labs plus the smoke notebooks, served as the root."""
+    root = tmp_path_factory.mktemp("lab-root")
+    if LAB_SOURCE.is_dir():
+        shutil.copytree(LAB_SOURCE, root / "source",
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    write_smoke_notebook(root / "smoke" / "smoke.ipynb")
+    write_smoke_notebook(root / "smoke" / "broken.ipynb", broken=True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(lab_root: Path, tmp_path_factory: pytest.TempPathFactory,
+           artifacts_dir: Path) -> Iterator[LabServer]:
+    reason = _missing_prerequisites()
+    if reason:
+        _skip_or_fail(reason)
+    lab = start_lab_server(lab_root, tmp_path_factory.mktemp("lab-state"),
+                           extra_env={"GDRLAB_QUICK": "1"})
+    try:
+        yield lab
+    finally:
+        lab.stop()
+        shutil.copy(lab.log_path, artifacts_dir / "jupyter-lab.log")
+
+
+@pytest.fixture(scope="module")
+def browser(server: LabServer) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=_chromium(), headless=True,
+                                      args=["--disable-dev-shm-usage", "--disable-gpu"])
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any, artifacts_dir: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    console: list[str] = []
+    pg.on("console", lambda m: console.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    pg.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+    try:
+        yield pg
+    finally:
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
+        (artifacts_dir / f"{name}-console.txt").write_text("\n".join(console) + "\n")
+        context.close()
+
+
+def _shutdown_kernels(server: LabServer, rel_path: str) -> None:
+    """Free the CPU for the next notebook (CI machines have two cores)."""
+    for session in server.api("/api/sessions"):
+        if session.get("path") == rel_path:
+            server.api(f"/api/sessions/{session['id']}", method="DELETE")
+
+
+def _run_notebook(page: Any, server: LabServer, rel_path: str) -> list[str]:
+    n_cells = count_code_cells(server.root / rel_path)
+    nbp.open_notebook(page, server, rel_path)
+    nbp.run_all_cells(page)
+    return nbp.wait_for_run(page, server, rel_path, n_cells, RUN_TIMEOUT_S)
+
+
+def _marker_traces(plot: dict) -> list[dict]:
+    return [t for t in plot["traces"] if t["visible"] is True and t["y"]]
+
+
+# --- the harness proves itself on a notebook it wrote ---------------------------------
+
+
+def test_smoke_notebook_widget_redraws(page: Any, server: LabServer, artifacts_dir: Path) -> None:
+    rel = "smoke/smoke.ipynb"
+    try:
+        _run_notebook(page, server, rel)
+        # The notebook reports its own sweep length; quick mode must have reached the kernel.
+        printed = [m for t in nbp.output_texts(page) for m in re.findall(r"sweep points: (\d+)", t)]
+        assert printed == [str(QUICK_POINTS)], f"GDRLAB_QUICK not seen by the kernel: {printed}"
+        cell = nbp.find_widget_cell(page, label="shape")
+        plots = nbp.plot_traces(cell.locator)
+        assert len(plots) == 1 and plots[0]["width"] > 100 and plots[0]["height"] > 100, plots
+        assert cell.locator.locator(".js-plotly-plot").first.is_visible()
+        (trace,) = plots[0]["traces"]
+        assert len(trace["y"]) == QUICK_POINTS and len(trace["x"]) == QUICK_POINTS
+        assert plots[0]["marker_paths"] == QUICK_POINTS  # markers drawn in the SVG, one per point
+        cell.locator.scroll_into_view_if_needed()
+        nbp.save_screenshot(page, artifacts_dir / "smoke-before.png")
+        label, old, new = nbp.choose_other_option(cell.locator, "shape")
+        assert (old, new) == ("linear", "quadratic")
+        after = nbp.wait_for_plot_change(cell.locator, plots)
+        # By hand: size 2**8 = 256 -> (256/1024)**2 = 0.0625 on the quadratic curve.
+        assert after[0]["traces"][0]["y"][-1] == pytest.approx(0.0625)
+        nbp.save_screenshot(page, artifacts_dir / "smoke-after.png")
+        assert nbp.error_outputs(page) == []
+    finally:
+        _shutdown_kernels(server, rel)
+
+
+def test_smoke_broken_notebook_is_reported(page: Any, server: LabServer) -> None:
+    """The error check must be able to fail: a raising cell is caught with its text."""
+    rel = "smoke/broken.ipynb"
+    try:
+        with pytest.raises(nbp.NotebookRunError, match="deliberate failure"):
+            _run_notebook(page, server, rel)
+    finally:
+        _shutdown_kernels(server, rel)
