@@ -5,8 +5,8 @@
 set -u -o pipefail
 OUT=${1:?usage: bench/gpu_suite.sh OUTDIR [STAGES]}
 STAGES=${2:-build,tests,bench,record,labs,extra}
-mkdir -p "$OUT/r"
-R="$OUT/r"
+R=${GDRLAB_SUITE_DIR:-/tmp/gdrlab-suite}/r
+rm -rf "$R"; mkdir -p "$R" "$OUT"
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 has() { [[ ",$STAGES," == *",$1,"* ]]; }
@@ -28,8 +28,8 @@ fi
 
 if has tests; then
   step "tests (gpu marker + engine)"
-  (cd /tmp && $PY -m pytest "$OLDPWD/tests" -m "gpu or multigpu" -rs -q -p no:cacheprovider 2>&1 | tee "$R/pytest-gpu.txt" | tail -40)
-  (cd /tmp && $PY -m pytest "$OLDPWD/tests/test_engine.py" "$OLDPWD/tests/test_units.py" -q -p no:cacheprovider 2>&1 | tail -3)
+  $PY -m pytest tests -m "gpu or multigpu" -rs -q -p no:cacheprovider 2>&1 | tee "$R/pytest-gpu.txt" | tail -40
+  $PY -m pytest tests/test_engine.py tests/test_units.py -q -p no:cacheprovider 2>&1 | tail -3
 fi
 
 if has bench; then
@@ -50,13 +50,7 @@ fi
 if has labs; then
   step "labs (executed live, outputs kept out of the repository)"
   if [ -d .whl ]; then $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site; fi
-  mkdir -p "$R/labs"
-  for nb in labs/source/*/*.ipynb; do
-    [ -f "$nb" ] || continue
-    name=$(basename "$nb" .ipynb)
-    timeout 300 $PY -m jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=240 \
-      --output-dir "$R/labs" "$nb" > "$R/labs/$name.log" 2>&1 && echo "lab $name: ok" || echo "lab $name: FAILED (see log)"
-  done
+  timeout 900 $PY bench/run_labs.py "$R/labs" --timeout 240 2>&1 | tail -10
 fi
 
 if has extra; then
@@ -66,4 +60,4 @@ if has extra; then
 fi
 
 step "pack"
-tar -czf "$OUT/results.tgz" -C "$OUT" r && ls -la "$OUT"
+tar -czf "$OUT/results.tgz" -C "$(dirname "$R")" r && ls -la "$OUT"

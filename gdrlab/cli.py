@@ -41,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args._run(args) or 0)
+    except BrokenPipeError:
+        # Output piped into `head` and the like: not an error of ours.
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("gdrlab: interrupted", file=sys.stderr)
         return 130

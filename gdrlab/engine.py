@@ -154,8 +154,11 @@ class LocalPeer:
         env = dict(os.environ, GDRLAB_TOKEN=self.token, PYTHONUNBUFFERED="1")
         cmd = [sys.executable, "-m", "gdrlab", "serve", "--listen", "127.0.0.1:0", "--once", "--announce",
                "--device", str(device), "--timeout", str(timeout_s)]
+        # Run from the folder that holds this gdrlab package, so the peer imports the same build
+        # even when the caller's working directory holds another (e.g. an unbuilt source tree).
+        pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, cwd=pkg_root)
         try:
             line = self._read_announce(start_timeout_s)
         except BaseException:
@@ -338,6 +341,10 @@ def bench(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, 
         else:
             conn = stack.enter_context(connect(peer, token, timeout_s))
         rows, samples = [], {}
+        # Warm the connection and both processes (page faults, caches, CPU clocks) before the
+        # first measured size, so that size is not the odd one out.
+        conn.run(path, min(size_list[0], 1 << 20), mode="lat", iters=50, warmup=20, chunk=chunk, depth=depth,
+                 device=device)
         for i, size in enumerate(size_list):
             lat_iters, auto_window, reps = _auto_counts(size)
             n_lat = iters or lat_iters
