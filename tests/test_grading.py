@@ -1,0 +1,61 @@
+"""gdrlab.grading: checks fail with messages that tell the learner what to fix."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gdrlab import grading
+
+
+def test_check_close_passes_inside_and_fails_outside_tolerance():
+    grading.check_close(10.4, 10.0, rel=0.05)
+    with pytest.raises(AssertionError, match=r"bw = 12 GB/s, expected about 10 GB/s \(within 5%\).*factor 1.2"):
+        grading.check_close(12.0, 10.0, rel=0.05, name="bw", unit="GB/s")
+    grading.check_close(0.001, 0.0, abs_tol=0.01)
+    grading.check_close(np.float64(2.0), 2.0)
+
+
+@pytest.mark.parametrize("value,msg", [(None, "still None"), (..., "still Ellipsis"), ("12", "should be a number"),
+                                       (True, "should be a number"), (float("nan"), "division by zero")])
+def test_check_close_explains_unfinished_or_wrong_type_answers(value, msg):
+    with pytest.raises(AssertionError, match=msg):
+        grading.check_close(value, 1.0, name="answer")
+
+
+def test_check_between_and_equal_and_sets():
+    grading.check_between(5, 1, 10)
+    with pytest.raises(AssertionError, match="between 1 and 10"):
+        grading.check_between(11, 1, 10)
+    grading.check_equal(" gdr ", "gdr")
+    with pytest.raises(AssertionError, match="expected 'gdr'"):
+        grading.check_equal("staged", "gdr", hint="look at the reason column")
+    grading.check_set_equal(["b", "a"], {"a", "b"})
+    with pytest.raises(AssertionError, match=r"missing \['c'\]; should not contain \['x'\]"):
+        grading.check_set_equal(["a", "x"], ["a", "c"])
+    with pytest.raises(AssertionError, match="list or set"):
+        grading.check_set_equal("ab", ["a", "b"])
+
+
+def test_function_cases_report_the_failing_call():
+    grading.check_function_cases(lambda n: n * 2, [((1,), 2), ((3,), 6)])
+    with pytest.raises(AssertionError, match=r"f\(3\) = 7"):
+        grading.check_function_cases(lambda n: 7, [((3,), 6)], name="f")
+
+    def todo(n):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match="not done yet"):
+        grading.check_function_cases(todo, [((1,), 1)], name="policy")
+    with pytest.raises(AssertionError, match="should be a function"):
+        grading.check_callable(None)
+
+
+def test_alpha_beta_reference_recovers_known_parameters():
+    # t = 5 us + n / (50 GB/s): 50 GB/s is 50e3 bytes per microsecond.
+    n = np.array([8, 4096, 1 << 20, 1 << 26], dtype=float)
+    t = 5.0 + n / 50e3
+    alpha_us, beta_gbps = grading.fit_alpha_beta_reference(n, t)
+    assert alpha_us == pytest.approx(5.0, rel=1e-6)
+    assert beta_gbps == pytest.approx(50.0, rel=1e-6)
+    with pytest.raises(ValueError, match="two"):
+        grading.fit_alpha_beta_reference([1], [1])

@@ -1,0 +1,179 @@
+"""gdrlab.widgets: figures carry provenance and units; sweeps run in a thread that ends cleanly."""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import types
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("plotly")
+pytest.importorskip("ipywidgets")
+pytest.importorskip("anywidget")  # plotly>=6 FigureWidget needs it
+
+from gdrlab import widgets  # noqa: E402
+
+
+@pytest.fixture()
+def not_quick(monkeypatch):
+    monkeypatch.delenv("GDRLAB_QUICK", raising=False)
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+
+
+def _frame(kind, **prov):
+    df = pd.DataFrame({"size": [8, 1024, 1 << 20], "bw_gbps": [0.001, 0.2, 40.0], "lat_p50_us": [6.0, 6.5, 26.0]})
+    df.attrs["provenance"] = {"kind": kind, **prov}
+    return df
+
+
+@pytest.mark.parametrize("env,expected", [({}, False), ({"GDRLAB_QUICK": "1"}, True), ({"GDRLAB_QUICK": "0"}, False),
+                                          ({"NBGRADER_EXECUTION": "autograde"}, True)])
+def test_quick_mode_follows_the_environment(monkeypatch, env, expected):
+    monkeypatch.delenv("GDRLAB_QUICK", raising=False)
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert widgets.quick_mode() is expected
+
+
+def test_quick_sizes_keep_both_ends():
+    # 24 powers of two (2^3..2^26); the middle pick is index round(23/2) = 12, i.e. 2^15.
+    assert widgets.quick_sizes("8:64M", 3) == [8, 1 << 15, 64 << 20]
+    assert widgets.quick_sizes([8, 16], 3) == [8, 16]
+
+
+def test_plot_sweep_labels_provenance_and_units():
+    fig = widgets.plot_sweep({"pinned": _frame("recorded", hardware="NVIDIA H200", date="2026-11")},
+                             model=[_frame("modelled", profile="h200")], y="bw_gbps", title="H2D")
+    names = [t.name for t in fig.data]
+    assert names[0] == "pinned — recorded on NVIDIA H200 (2026-11)"
+    assert names[1] == "modelled, profile h200"
+    assert fig.layout.title.text == "H2D (recorded + modelled)"
+    assert fig.layout.xaxis.title.text == "message size (bytes)" and fig.layout.xaxis.type == "log"
+    assert fig.layout.yaxis.title.text == "bandwidth (GB/s)"
+    assert fig.data[1].line.dash == "dash"
+
+
+def test_plot_sweep_uses_model_latency_for_measured_latency_column():
+    model = _frame("modelled", profile="k20").rename(columns={"lat_p50_us": "lat_us"})
+    fig = widgets.plot_sweep([_frame("live", host="n1")], model=model, y="lat_p50_us")
+    assert list(fig.data[1].y) == [6.0, 6.5, 26.0]
+    assert fig.layout.yaxis.type == "log" and "µs" in fig.layout.yaxis.title.text
+
+
+def test_plot_sweep_refuses_data_without_provenance():
+    with pytest.raises(ValueError, match="provenance"):
+        widgets.plot_sweep(pd.DataFrame({"size": [1], "bw_gbps": [1.0]}))
+    with pytest.raises(ValueError, match="cannot plot 'bw_gbps'"):
+        df = pd.DataFrame({"size": [1]})
+        df.attrs["provenance"] = {"kind": "live"}
+        widgets.plot_sweep(df)
+
+
+def test_sweep_runs_in_a_thread_fills_the_figure_and_ends(not_quick):
+    seen_threads = set()
+
+    def measure(n):
+        seen_threads.add(threading.current_thread().name)
+        return {"size": n, "bw_gbps": n / 1e6}
+
+    sw = widgets.SweepWidget(measure, "8:1M", redraw_s=0.0)
+    sw.start()
+    assert sw.join(10), "the sweep thread did not end"
+    assert seen_threads == {"gdrlab-sweep"}
+    df = sw.result()
+    assert list(df["size"]) == [2 ** k for k in range(3, 21)]
+    assert df.attrs["provenance"]["kind"] == "live"
+    assert list(sw.figure.data[-1].x) == list(df["size"])
+    assert sw.progress.value == sw.progress.max == 18
+    assert sw.status.value == "done: 18 sizes"
+    assert not sw.start_button.disabled and sw.stop_button.disabled
+
+
+def test_stop_ends_the_sweep_early(not_quick):
+    release = threading.Event()
+
+    def measure(n):
+        release.wait(5)
+        return {"size": n, "bw_gbps": 1.0}
+
+    sw = widgets.SweepWidget(measure, "8:1M")
+    sw.start()
+    time.sleep(0.05)
+    sw._stop.set()  # what the Stop button does
+    release.set()
+    assert sw.join(10)
+    assert 1 <= len(sw.rows) < 18
+    assert sw.status.value.startswith("stopped after")
+
+
+def test_measurement_errors_are_shown_not_raised(not_quick):
+    def measure(n):
+        if n > 64:
+            raise RuntimeError("GPU fell off the bus")
+        return {"size": n, "bw_gbps": 1.0}
+
+    sw = widgets.SweepWidget(measure, "8:1K")
+    sw.start(wait=True)
+    assert isinstance(sw.error, RuntimeError)
+    assert len(sw.rows) == 4 and sw.status.value == "stopped: RuntimeError"
+    assert any("GPU fell off the bus" in o.get("text", "") for o in sw.out.outputs)
+
+
+def test_quick_mode_sweep_uses_no_thread(monkeypatch):
+    monkeypatch.setenv("GDRLAB_QUICK", "1")
+    names = []
+
+    def measure(n):
+        names.append(threading.current_thread().name)
+        return pd.DataFrame({"size": [n], "bw_gbps": [2.0]})
+
+    sw = widgets.SweepWidget(measure, "8:64M")
+    sw.start()
+    assert names == [threading.current_thread().name] * 3
+    assert sw._thread is None and len(sw.result()) == 3
+
+
+def test_sweep_rejects_non_callables():
+    with pytest.raises(TypeError, match="callable"):
+        widgets.SweepWidget(42, "8:1K")
+
+
+@pytest.fixture()
+def fake_model(monkeypatch):
+    """A stand-in model: latency = alpha_us + size / (bw_gbps * 1e3), per profile."""
+    import numpy as np
+
+    mod = types.ModuleType("gdrlab.model")
+    base = {"h200": {"alpha_us": 6.0, "bw_gbps": 55.0, "name": "h200"}, "k20": {"alpha_us": 8.0, "bw_gbps": 6.0}}
+    mod.PATHS = ("staged", "shared")
+    mod.profiles = lambda: list(base)
+    mod.get_profile = lambda name, **o: {**base[name], **o}
+    mod.latency_us = lambda prof, path, sizes: prof["alpha_us"] * (2 if path == "staged" else 1) + \
+        np.asarray(sizes) / (prof["bw_gbps"] * 1e3)
+    monkeypatch.setitem(sys.modules, "gdrlab.model", mod)
+    import gdrlab
+    monkeypatch.setattr(gdrlab, "model", mod, raising=False)
+    return mod
+
+
+def test_model_explorer_redraws_when_a_slider_moves(fake_model):
+    ex = widgets.model_explorer("h200", sizes="8,1M", params=["alpha_us", "bw_gbps"])
+    assert set(ex.sliders) == {"alpha_us", "bw_gbps"}
+    staged = ex.figure.data[0]
+    assert staged.y[0] == pytest.approx(12.0 + 8 / 55e3)
+    ex.sliders["alpha_us"].value = 1.0
+    assert staged.y[0] == pytest.approx(2.0 + 8 / 55e3)
+    assert "modelled, profile h200" in staged.name
+    ex.profile_box.value = "k20"
+    assert ex.figure.data[1].y[1] == pytest.approx(8.0 + (1 << 20) / 6e3)
+
+
+def test_model_explorer_bandwidth_and_bad_input(fake_model):
+    ex = widgets.model_explorer("h200", sizes="1M", y="bw_gbps", params=["bw_gbps", "nonsense"])
+    assert ex.figure.data[1].y[0] == pytest.approx((1 << 20) / (6.0 + (1 << 20) / 55e3) / 1e3)
+    assert "nonsense" in ex.message.value
+    with pytest.raises(ValueError, match="unknown profile"):
+        widgets.model_explorer("k80")
