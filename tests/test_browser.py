@@ -93,6 +93,9 @@ def server(lab_root: Path, tmp_path_factory: pytest.TempPathFactory,
     lab = start_lab_server(lab_root, tmp_path_factory.mktemp("lab-state"),
                            extra_env={"GDRLAB_QUICK": "1"})
     try:
+        # Off-screen outputs only exist in the DOM with windowing off.
+        mode = lab.setting("@jupyterlab/notebook-extension:tracker", "windowingMode")
+        assert mode == "none", f"user settings not applied: windowingMode is {mode!r}"
         yield lab
     finally:
         lab.stop()

@@ -84,6 +84,14 @@ class LabServer:
                 states.append(str(kernel.get("execution_state")))
         return states
 
+    def setting(self, plugin: str, key: str) -> Any:
+        """The value JupyterLab uses for ``key`` of ``plugin`` (user settings over defaults)."""
+        data = self.api(f"/lab/api/settings/{urllib.parse.quote(plugin)}")
+        settings = data.get("settings") or {}
+        if key in settings:
+            return settings[key]
+        return data.get("schema", {}).get("properties", {}).get(key, {}).get("default")
+
     def log_tail(self, n_chars: int = 4000) -> str:
         """The end of the server log, for failure messages."""
         try:

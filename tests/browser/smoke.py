@@ -20,6 +20,7 @@ QUICK_POINTS = 6
 
 _IMPORTS = """\
 import os
+import numpy as np
 import ipywidgets as widgets
 import plotly.graph_objects as go
 from IPython.display import display"""
@@ -31,7 +32,9 @@ print(f"sweep points: {len(sizes)}")"""
 
 _WIDGET = """\
 def curve(shape):
-    return [s / 1024 if shape == "linear" else (s / 1024) ** 2 for s in sizes]
+    # numpy arrays: plotly >= 6 sends them base64-encoded, as the labs' DataFrame columns are.
+    x_kib = np.asarray(sizes, dtype=float) / 1024
+    return x_kib if shape == "linear" else x_kib ** 2
 
 fig = go.FigureWidget(data=[go.Scatter(x=sizes, y=curve("linear"), mode="lines+markers", name="sweep")])
 fig.update_layout(height=360, title="smoke: shape of the curve", xaxis_type="log")
