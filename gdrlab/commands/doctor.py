@@ -1,0 +1,73 @@
+"""``gdrlab doctor``: what this machine has for GPUDirect, and which paths can run here."""
+from __future__ import annotations
+
+from ._common import add_json_flag, emit_json, table
+
+
+def add_parser(sub):
+    p = sub.add_parser(
+        "doctor", help="report GPUs, RDMA devices, peer memory, libraries and which paths can run",
+        description="Reads NVML, the CUDA driver and sysfs (no root needed) and says, for every "
+                    "transfer path, whether it can run here, why not, and what would fix it.")
+    p.add_argument("--sysfs", default="/", metavar="ROOT",
+                   help="read a recorded sysfs tree instead of this machine's (default /)")
+    add_json_flag(p)
+    return p
+
+
+def _size(n):
+    from ..units import format_size
+    return format_size(n) if isinstance(n, int) else None
+
+
+def render(report: dict) -> str:
+    """The report as text tables."""
+    lines = [f"gdrlab doctor ({report['source']}, {report['provenance']})", ""]
+    cuda = report["cuda"]
+    lines.append(f"CUDA driver: {'usable, version ' + str(cuda['driver_version']) if cuda['usable'] else cuda['reason']}")
+    lines += ["", "GPUs"]
+    if report["gpus"]:
+        rows = [dict(g, bar1_total=_size(g["bar1_total_bytes"]), bar1_used=_size(g["bar1_used_bytes"]),
+                     pcie=f"Gen{g['pcie_gen']} x{g['pcie_width']}" if g["pcie_gen"] else None)
+                for g in report["gpus"]]
+        lines.append(table(rows, ["index", "name", "pci_bus_id", "bar1_total", "bar1_used", "pcie",
+                                  "numa_node", "gdr_supported", "dmabuf_supported"]))
+    else:
+        lines.append(f"  none: {report['gpus_reason']}")
+    lines += ["", "RDMA devices"]
+    if report["rdma_devices"]:
+        rows = []
+        for d in report["rdma_devices"]:
+            for p in d["ports"] or [{}]:
+                rows.append({"name": d["name"], "pci_bus_id": d["pci_bus_id"], "port": p.get("port"),
+                             "state": p.get("state"), "rate": p.get("rate"), "link_layer": p.get("link_layer")})
+        lines.append(table(rows, ["name", "pci_bus_id", "port", "state", "rate", "link_layer"]))
+    else:
+        lines.append(f"  none: {report['rdma_reason']}")
+    pm = report["peer_memory"]
+    lines += ["", "Peer memory",
+              f"  nvidia_peermem loaded: {'yes' if pm['nvidia_peermem_loaded'] else 'no'}"
+              + (f" (version {pm['nvidia_peermem_version']})" if pm.get("nvidia_peermem_version") else ""),
+              f"  dma-buf usable: {'yes' if pm['dmabuf_usable'] else 'no'} ({pm['dmabuf_reason']})",
+              "", "Libraries"]
+    rows = [{"library": k, "found": "yes" if v["found"] else "no",
+             "version_or_reason": v.get("version") or v.get("reason") or "loaded, version unknown"}
+            for k, v in report["libraries"].items()]
+    lines.append(table(rows, ["library", "found", "version_or_reason"]))
+    lines += ["", "Paths"]
+    for k, v in report["paths"].items():
+        lines.append(f"  {k:<11} {'yes' if v['available'] else 'no ':<4} {v['reason']}")
+        if v["fix"]:
+            lines.append(f"  {'':<11} {'':<4} fix: {v['fix']}")
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    from ..hw import discover
+
+    report = discover(args.sysfs)
+    if args.json:
+        emit_json(report)
+    else:
+        print(render(report))
+    return 0

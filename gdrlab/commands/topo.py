@@ -1,0 +1,100 @@
+"""``gdrlab topo``: the GPU/NIC distance matrix as nvidia-smi prints it, nearest NIC, NCCL's GDR rule."""
+from __future__ import annotations
+
+import os
+import sys
+
+from ._common import add_json_flag, emit_json
+
+LEGEND = """Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
+  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
+  PIX  = Connection traversing at most a single PCIe bridge
+  NV#  = Connection traversing a bonded set of # NVLinks"""
+
+
+def add_parser(sub):
+    p = sub.add_parser(
+        "topo", help="GPU/NIC distance matrix (nvidia-smi topo -m codes), nearest NIC, NCCL's GDR choice",
+        description="Builds the PCIe tree from this machine's sysfs, a recorded sysfs tree or an hwloc "
+                    "XML export (lstopo --of xml) and classifies every GPU/GPU and GPU/NIC pair.")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--hwloc-xml", metavar="FILE",
+                     help="an hwloc XML export, or the name of a shipped machine (see --list)")
+    src.add_argument("--sysfs", metavar="ROOT", help="a sysfs root (default: this machine, /)")
+    src.add_argument("--list", action="store_true", help="list the shipped recorded machines")
+    p.add_argument("--gdr-level", default=None,
+                   help="NCCL_NET_GDR_LEVEL to apply (name or 0-5; default: $NCCL_NET_GDR_LEVEL, else NCCL's PXB)")
+    add_json_flag(p)
+    return p
+
+
+def render(topo) -> str:
+    """The matrix laid out like ``nvidia-smi topo -m``, then nearest NIC, GDR and NUMA lines."""
+    data = topo.to_json(level=getattr(topo, "_cli_level", None))
+    names = [d["name"] for d in topo.devices]
+    nics = topo.nics
+    alias = {n: f"NIC{i}" for i, n in enumerate(nics)}
+    col = [alias.get(n, n) for n in names]
+    width = max([len(c) for c in col] + [5]) + 1
+    lines = [f"Topology: {topo.source}"]
+    if not names:
+        lines.append("No GPU and no RDMA NIC found.")
+        return "\n".join(lines)
+    cpu_w = max([len(topo.device(n).get("cpus") or "N/A") for n in names] + [len("CPU Affinity")]) + 2
+    head = " " * width + "".join(c.ljust(width) for c in col) + "CPU Affinity".ljust(cpu_w) + "NUMA Affinity"
+    lines.append(head)
+    m = data["matrix"]
+    for n, c in zip(names, col):
+        d = topo.device(n)
+        numa = d.get("numa_node")
+        lines.append(c.ljust(width) + "".join(m[n][o].ljust(width) for o in names)
+                     + (d.get("cpus") or "N/A").ljust(cpu_w) + (str(numa) if numa is not None else "N/A"))
+    lines += ["", LEGEND]
+    if nics:
+        lines += ["", "NIC Legend:", ""] + [f"  {alias[n]}: {n}" for n in nics]
+    if topo.nvlink_note:
+        lines += ["", f"NVLink: {topo.nvlink_note}"]
+    if topo.gpus:
+        lines += ["", "Per GPU: nearest NIC, NCCL's GDR decision, NUMA binding"]
+        for g in topo.gpus:
+            nic = data["nearest_nic"][g]
+            numa = data["numa"][g]
+            lines.append(f"  {g}: nearest NIC {nic or 'none'}"
+                         + (f"; {data['gdr'][g][nic]['reason']}" if nic else "")
+                         + (f"; bind with `{numa['numactl']}`" if numa["numactl"] else f"; {numa['reason']}"))
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    from ..topology import from_hwloc, from_sysfs, parse_gdr_level, recorded_machines
+
+    machines = recorded_machines()
+    if args.list:
+        if args.json:
+            emit_json({name: str(path) for name, path in machines.items()})
+        else:
+            print("\n".join(f"{n}  {p}" for n, p in machines.items()))
+        return 0
+    level = args.gdr_level if args.gdr_level is not None else os.environ.get("NCCL_NET_GDR_LEVEL") or None
+    if level is not None:
+        parse_gdr_level(level)  # a bad value is a clear error here, not deep inside
+    if args.hwloc_xml:
+        path = args.hwloc_xml
+        if path in machines and not os.path.exists(path):
+            path = machines[path]
+        topo = from_hwloc(path)
+    else:
+        topo = from_sysfs(args.sysfs or "/")
+    topo._cli_level = level
+    if not topo.devices:
+        print("gdrlab topo: no GPU and no RDMA NIC in this topology", file=sys.stderr)
+    if args.json:
+        emit_json(topo.to_json(level=level))
+    else:
+        print(render(topo))
+    return 0
