@@ -52,7 +52,7 @@ class ModelExplorer:
     ``redraw()`` recomputes the curves (called on every change).
     """
 
-    def __init__(self, profile: str = "h200", paths: Iterable[str] | None = None, sizes: Any = "8:256M",
+    def __init__(self, profile: str = "h200-lab", paths: Iterable[str] | None = None, sizes: Any = "8:256M",
                  params: Iterable[str] | None = None, y: str = "lat_us", placement: str | None = None,
                  max_params: int = 6):
         import ipywidgets as w
@@ -142,7 +142,7 @@ class ModelExplorer:
         display(self.widget)
 
 
-def model_explorer(profile: str = "h200", paths: Iterable[str] | None = None, sizes: Any = "8:256M",
+def model_explorer(profile: str = "h200-lab", paths: Iterable[str] | None = None, sizes: Any = "8:256M",
                    params: Iterable[str] | None = None, y: str = "lat_us", **kw) -> ModelExplorer:
     """Sliders that redraw the model's curves instantly; see :class:`ModelExplorer`."""
     return ModelExplorer(profile, paths, sizes, params, y, **kw)
