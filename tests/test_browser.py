@@ -141,6 +141,7 @@ def _shutdown_kernels(server: LabServer, rel_path: str) -> None:
 def _run_notebook(page: Any, server: LabServer, rel_path: str) -> list[str]:
     n_cells = count_code_cells(server.root / rel_path)
     nbp.open_notebook(page, server, rel_path)
+    nbp.collapse_left_sidebar(page)
     nbp.run_all_cells(page)
     return nbp.wait_for_run(page, server, rel_path, n_cells, RUN_TIMEOUT_S)
 
@@ -174,6 +175,7 @@ def test_smoke_notebook_widget_redraws(page: Any, server: LabServer, artifacts_d
         # By hand: size 2**8 = 256 -> (256/1024)**2 = 0.0625 on the quadratic curve.
         assert after[0]["traces"][0]["y"][-1] == pytest.approx(0.0625)
         nbp.save_screenshot(page, artifacts_dir / "smoke-after.png")
+        nbp.save_notebook_screenshot(page, artifacts_dir / "smoke-notebook.png")
         assert nbp.error_outputs(page) == []
     finally:
         _shutdown_kernels(server, rel)

@@ -31,6 +31,8 @@ __all__ = [
     "choose_other_option",
     "wait_for_plot_change",
     "save_screenshot",
+    "save_notebook_screenshot",
+    "collapse_left_sidebar",
 ]
 
 # Prompts of code cells, as JupyterLab shows them: "[ ]:", "[*]:", "[12]:".
@@ -281,6 +283,33 @@ def wait_for_plot_change(
                 time.sleep(0.5)
         time.sleep(0.3)
     raise NotebookRunError(f"plot did not change within {timeout_s:.0f} s of the control change")
+
+
+def collapse_left_sidebar(page: Any) -> None:
+    """Hide the file browser so screenshots show the notebook at full width."""
+    tab = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")
+    if tab.count():
+        tab.first.click()
+
+
+def save_notebook_screenshot(page: Any, path: Path, max_height_px: int = 16000) -> Path:
+    """Screenshot the whole notebook, top to bottom, by growing the viewport to its height.
+
+    JupyterLab scrolls the notebook inside its own panel, so a plain full-page
+    screenshot would only show one screen of it.
+    """
+    size = page.viewport_size
+    height = page.evaluate(
+        "() => { const s = document.querySelector('.jp-NotebookPanel .jp-WindowedPanel-outer');"
+        " if (!s) return 0; s.scrollTop = 0; return s.scrollHeight; }"
+    )
+    try:
+        if height:
+            page.set_viewport_size({"width": size["width"], "height": min(int(height) + 200, max_height_px)})
+            page.wait_for_timeout(800)  # plotly redraws on resize
+        return save_screenshot(page, path)
+    finally:
+        page.set_viewport_size(size)
 
 
 def save_screenshot(target: Any, path: Path) -> Path:
