@@ -23,7 +23,7 @@ from .errors import InvalidArgument, PeerTimeout, Unavailable
 from .units import parse_sizes
 
 __all__ = [
-    "TCP_PATHS", "GPU_PATHS", "Buffer", "Connection", "LocalPeer", "connect", "bench", "copy_bench",
+    "TCP_PATHS", "GPU_PATHS", "Buffer", "Connection", "LocalPeer", "ThreadPeer", "connect", "bench", "copy_bench",
     "p2p_bench", "summarize", "cuda_status", "gpus", "export_dmabuf", "native",
 ]
 
@@ -203,6 +203,40 @@ class LocalPeer:
         self.stop()
 
 
+class ThreadPeer:
+    """A native server on 127.0.0.1 in a thread of this process (GIL released while it serves).
+
+    With one GPU, two processes that both copy to it share it by time-slicing between their
+    CUDA contexts; a peer in the same process shares the caller's context instead, which is what
+    two separate hosts (one GPU each) look like to each GPU."""
+
+    def __init__(self, device: int = 0, timeout_s: float = 10.0):
+        import threading
+
+        self.token = secrets.token_hex(16)
+        self._server = native().Server("127.0.0.1", 0, self.token, int(timeout_s * 1000))
+        self.port = self._server.port
+        self.address = f"127.0.0.1:{self.port}"
+        self.error = ""
+        self._thread = threading.Thread(target=self._serve, args=(int(timeout_s * 1000),), daemon=True,
+                                        name="gdrlab-thread-peer")
+        self._thread.start()
+
+    def _serve(self, wait_ms: int) -> None:
+        came, self.error = self._server.serve_one(wait_ms)
+        if not came:
+            self.error = "no client connected"
+
+    def stop(self, wait_s: float = 15.0) -> None:
+        self._thread.join(wait_s)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
 class Connection:
     """A session with a ``gdrlab serve`` peer over the tcp wire."""
 
@@ -299,12 +333,14 @@ def _provenance(extra: dict) -> dict:
 def bench(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, mode: str = "both",
           wire: str = "tcp", peer: str | None = None, token: str | None = None, chunk: int = DEFAULT_CHUNK,
           depth: int = DEFAULT_DEPTH, device: int = 0, window: int | None = None, warmup: int | None = None,
-          timeout_s: float = 10.0, progress: ProgressFn | None = None, keep_samples: bool = False):
+          timeout_s: float = 10.0, progress: ProgressFn | None = None, keep_samples: bool = False,
+          local_peer: str = "process"):
     """Measure ``path`` over ``wire`` at each size; one DataFrame row per size.
 
     Columns: path, wire, size, iters, lat_min_us, lat_p50_us, lat_p99_us, lat_mean_us, bw_gbps,
     verified, chunk, depth. ``mode`` is ``"lat"``, ``"bw"`` or ``"both"``. With no ``peer`` a local
-    ``gdrlab serve`` process is started and stopped. ``progress(done, total, row)`` is called after
+    peer is started and stopped: ``local_peer="process"`` (a ``gdrlab serve`` process, the default)
+    or ``"thread"`` (in this process, sharing its CUDA context; see :class:`ThreadPeer`). ``progress(done, total, row)`` is called after
     each size. Every size ends with a verified exchange: no row is returned for corrupted data.
     """
     import pandas as pd
@@ -336,7 +372,10 @@ def bench(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, 
 
     with contextlib.ExitStack() as stack:
         if peer is None:
-            local = stack.enter_context(LocalPeer(device=device, timeout_s=timeout_s))
+            if local_peer not in ("process", "thread"):
+                raise InvalidArgument(f"local_peer must be 'process' or 'thread', got {local_peer!r}")
+            peer_cls = LocalPeer if local_peer == "process" else ThreadPeer
+            local = stack.enter_context(peer_cls(device=device, timeout_s=timeout_s))
             conn = stack.enter_context(Connection("127.0.0.1", local.port, local.token, timeout_s))
         else:
             conn = stack.enter_context(connect(peer, token, timeout_s))
@@ -384,7 +423,7 @@ def bench(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, 
         description = conn.server_description
     df = pd.DataFrame(rows)
     df.attrs["provenance"] = _provenance({"what": f"gdrlab bench --path {path} --wire {wire}",
-                                          "peer": peer or "local process", "peer_description": description})
+                                          "peer": peer or f"local {local_peer}", "peer_description": description})
     if keep_samples:
         df.attrs["samples"] = samples
     return df

@@ -20,6 +20,8 @@ def add_parser(sub):
     p.add_argument("--iters", type=int, default=None, help="timed iterations per size (default: by size)")
     p.add_argument("--mode", default="both", choices=["lat", "bw", "both"])
     p.add_argument("--peer", default=None, metavar="HOST:PORT", help="a running `gdrlab serve`")
+    p.add_argument("--local-peer", default="process", choices=["process", "thread"],
+                   help="without --peer: run the peer as a process (default) or a thread of this process")
     p.add_argument("--token", default=None, help="token for --peer (default $GDRLAB_TOKEN)")
     p.add_argument("--chunk", default="256K", help="pipelined chunk size (default 256K)")
     p.add_argument("--depth", type=int, default=4, help="pipelined buffers in flight (default 4)")
@@ -49,7 +51,7 @@ def run(args) -> int:
     from ..engine import bench
     df = bench(path=args.path, sizes=args.sizes, iters=args.iters, mode=args.mode, wire=args.wire,
                peer=args.peer, token=args.token, chunk=chunk, depth=args.depth, device=args.device,
-               timeout_s=args.timeout, progress=progress)
+               timeout_s=args.timeout, progress=progress, local_peer=args.local_peer)
     rows = df.to_dict(orient="records")
     if args.json:
         from ._common import emit_json
