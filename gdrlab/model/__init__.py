@@ -1,0 +1,30 @@
+"""Performance model of every transfer path, from named hardware profiles.
+
+Predicts one-way latency (us) and streaming bandwidth (GB/s) against message size for the paths of
+the kit (``host``, ``staged``, ``shared``, ``pipelined``, ``gdr``, ``gdrcopy``, ``p2p``,
+``p2p-staged``), finds crossovers and the hybrid policy a library would derive, models BAR1 as a
+limited resource, and fits profiles to measurements. Every result is labelled "modelled".
+
+>>> from gdrlab import model
+>>> model.crossover("kepler-snb-2013", "gdr", "pipelined")   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from .bar1 import bar1_available_bytes, register_mr
+from .core import (NETWORK_PATHS, PATHS, STAGES, WIRES, available_paths, bandwidth_gbps, latency_us,
+                   predict, predict_all, stage_us)
+from .params import PARAMS, PLACEMENTS, param_names
+from .policy import crossover, hybrid_policy
+from .profile import Profile, borrow_nic, get_profile, profiles
+
+__all__ = [
+    "PATHS", "NETWORK_PATHS", "PLACEMENTS", "STAGES", "WIRES", "PARAMS", "Profile", "profiles", "get_profile",
+    "borrow_nic", "param_names", "predict", "predict_all", "latency_us", "bandwidth_gbps", "stage_us",
+    "available_paths", "crossover", "hybrid_policy", "register_mr", "bar1_available_bytes", "calibrate",
+]
+
+
+def calibrate(df, base="hopper-ndr", name="fitted", **kw):
+    """Fit a profile to measurements; see :func:`gdrlab.model.calibrate.calibrate`."""
+    from .calibrate import calibrate as _calibrate
+    return _calibrate(df, base=base, name=name, **kw)

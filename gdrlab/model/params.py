@@ -1,0 +1,110 @@
+"""The parameters a profile is made of: name, unit, meaning and physical range.
+
+Every profile carries every parameter below, each with the source it came from. Units are in the
+names: ``_us`` microseconds, ``_gbps`` GB/s (1e9 bytes per second), ``_bytes`` bytes. Rates in
+GB/s are bytes per nanosecond, so ``size / (gbps * 1e3)`` is microseconds.
+"""
+from __future__ import annotations
+
+from ..errors import InvalidArgument
+
+__all__ = ["PARAMS", "PLACEMENTS", "PLACEMENT_SUFFIX", "ALIASES", "param_names", "check_value",
+           "resolve_alias"]
+
+#: Where a GPU sits relative to the NIC it talks to (nvidia-smi's PIX/PXB, PHB/NODE, SYS).
+PLACEMENTS = ("same-switch", "same-host-bridge", "cross-socket")
+PLACEMENT_SUFFIX = {"same-switch": "switch", "same-host-bridge": "bridge", "cross-socket": "xsocket"}
+
+# name -> (unit, kind, meaning). kind decides the physical range check.
+PARAMS: dict[str, tuple[str, str, str]] = {
+    # PCIe and the copy engine
+    "gpu_pcie_gbps": ("GB/s", "rate", "GPU's PCIe link, theoretical, per direction"),
+    "ce_eff": ("fraction", "fraction", "share of the GPU link a pinned copy-engine copy reaches"),
+    "ce_launch_h2d_us": ("us", "time", "synchronous host-to-device cudaMemcpy of a few bytes"),
+    "ce_launch_d2h_us": ("us", "time", "synchronous device-to-host cudaMemcpy of a few bytes"),
+    "ce_ramp_us": ("us", "time", "extra time mid-size copies pay before reaching the streaming rate"),
+    "ce_ramp_bytes": ("bytes", "bytes", "size at which that ramp is complete"),
+    "pageable_h2d_gbps": ("GB/s", "rate", "host-to-device copy rate from pageable memory"),
+    "pageable_d2h_gbps": ("GB/s", "rate", "device-to-host copy rate into pageable memory"),
+    # host CPU
+    "cpu_memcpy_gbps": ("GB/s", "rate", "one-thread host memcpy rate"),
+    "memcpy_us": ("us", "time", "fixed cost of one host memcpy call"),
+    # RDMA NIC (verbs wire)
+    "nic_pcie_gbps": ("GB/s", "rate", "NIC's PCIe link, theoretical, per direction"),
+    "pcie_eff": ("fraction", "fraction", "share of the NIC's PCIe link its DMA reaches (TLP overhead)"),
+    "nic_wire_gbps": ("GB/s", "rate", "network data rate of one port"),
+    "nic_lat_us": ("us", "time", "NIC to NIC one-way time of a small RDMA write, host memory both ends"),
+    "doorbell_us": ("us", "time", "posting a work request: WQE write + MMIO doorbell"),
+    "completion_us": ("us", "time", "noticing the completion: polling the CQ"),
+    "gdr_extra_us": ("us", "time", "extra small-message time when the NIC reads/writes GPU memory"),
+    "xsocket_hop_us": ("us", "time", "extra latency of crossing the inter-socket link (QPI/UPI)"),
+    "p2p_read_gbps_switch": ("GB/s", "rate", "NIC reading GPU memory, both under one PCIe switch"),
+    "p2p_read_gbps_bridge": ("GB/s", "rate", "NIC reading GPU memory through the CPU's host bridge"),
+    "p2p_read_gbps_xsocket": ("GB/s", "rate", "NIC reading GPU memory on the other socket"),
+    "p2p_write_gbps_switch": ("GB/s", "rate", "NIC writing GPU memory, both under one PCIe switch"),
+    "p2p_write_gbps_bridge": ("GB/s", "rate", "NIC writing GPU memory through the CPU's host bridge"),
+    "p2p_write_gbps_xsocket": ("GB/s", "rate", "NIC writing GPU memory on the other socket"),
+    "sw_overhead_us": ("us", "time", "messaging-layer cost per message (MPI matching, protocol); 0 for raw verbs"),
+    # TCP wire
+    "tcp_lat_us": ("us", "time", "one-way time of a small message over TCP"),
+    "tcp_gbps": ("GB/s", "rate", "one TCP stream's rate"),
+    "tcp_msg_us": ("us", "time", "per-message CPU cost while streaming over TCP (system calls)"),
+    # pipelined staging defaults
+    "chunk_bytes": ("bytes", "bytes", "pipelined staging chunk (MV2_CUDA_BLOCK_SIZE)"),
+    "depth": ("buffers", "count", "pipelined staging buffers per side"),
+    # BAR1
+    "bar1_bytes": ("bytes", "bytes", "BAR1 aperture of the GPU"),
+    "bar1_reserved_bytes": ("bytes", "bytes", "BAR1 kept by the driver for its own mappings"),
+    "gpu_page_bytes": ("bytes", "bytes", "granularity of GPU memory pinning for peers"),
+    # gdrcopy (CPU through a BAR1 mapping)
+    "gdrcopy_write_us": ("us", "time", "CPU write of a few bytes into GPU memory through BAR1"),
+    "gdrcopy_write_gbps": ("GB/s", "rate", "CPU write rate through BAR1 (write-combined)"),
+    "gdrcopy_read_us": ("us", "time", "CPU read of a few bytes from GPU memory through BAR1"),
+    "gdrcopy_read_gbps": ("GB/s", "rate", "CPU read rate through BAR1 (uncached)"),
+    # GPU to GPU in one host
+    "p2p_lat_us": ("us", "time", "cudaMemcpyPeer of a few bytes, peer access on"),
+    "p2p_gbps": ("GB/s", "rate", "peer DMA rate between the two GPUs (NVLink or PCIe)"),
+    "p2p_staged_lat_us": ("us", "time", "cudaMemcpyPeer of a few bytes, peer access off (through host)"),
+    "p2p_staged_gbps": ("GB/s", "rate", "steady rate of the driver's staging through host memory"),
+    "p2p_staged_chunk_bytes": ("bytes", "bytes", "the driver's staging chunk (pipeline fill)"),
+}
+
+#: Short names that mean "this quantity at the active placement".
+ALIASES = {"p2p_read_gbps": "p2p_read_gbps_{}", "p2p_write_gbps": "p2p_write_gbps_{}"}
+
+
+def param_names() -> list[str]:
+    """All parameter names, in the documented order."""
+    return list(PARAMS)
+
+
+def resolve_alias(name: str, placement: str) -> str:
+    """``p2p_read_gbps`` -> ``p2p_read_gbps_xsocket`` when the placement is cross-socket."""
+    if name in ALIASES:
+        return ALIASES[name].format(PLACEMENT_SUFFIX[placement])
+    return name
+
+
+def check_value(name: str, value) -> float:
+    """Return ``value`` as a float if it is physically possible for ``name``; raise otherwise."""
+    if name not in PARAMS:
+        valid = ", ".join(list(PARAMS) + list(ALIASES))
+        raise InvalidArgument(f"unknown model parameter {name!r}; valid: {valid}")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"parameter {name} must be a number, got {value!r}") from None
+    unit, kind, _ = PARAMS[name]
+    if v != v or v in (float("inf"), float("-inf")):
+        raise InvalidArgument(f"parameter {name} must be finite, got {value!r}")
+    if kind == "rate" and v <= 0:
+        raise InvalidArgument(f"parameter {name} is a rate and must be > 0 {unit}, got {v}")
+    if kind in ("time", "bytes") and v < 0:
+        raise InvalidArgument(f"parameter {name} must be >= 0 {unit}, got {v}")
+    if kind == "fraction" and not 0 < v <= 1:
+        raise InvalidArgument(f"parameter {name} is a fraction and must be in (0, 1], got {v}")
+    if kind == "count" and (v < 1 or v != int(v)):
+        raise InvalidArgument(f"parameter {name} must be a whole number >= 1, got {v}")
+    if name in ("chunk_bytes", "gpu_page_bytes", "p2p_staged_chunk_bytes") and v < 1:
+        raise InvalidArgument(f"parameter {name} must be at least 1 byte, got {v}")
+    return v
