@@ -97,7 +97,8 @@ def from_sysfs(root="/", nvlinks: dict | None = None) -> Topology:
         if n is not None:
             devices.append((_device(nic["name"], "nic", n, single_numa), n))
 
-    note = "recorded sysfs has no NVLink information (PCIe codes only)"
+    note = ("recorded sysfs has no NVLink information (PCIe codes only)" if not live
+            else "no GPU, so no NVLink" if not gpus else "NVLink not queried")
     links: dict[tuple[str, str], int] = {}
     names = {g.bus_id: f"GPU{i}" for i, g in enumerate(gpus)}
     if nvlinks is None and live and gpus:
