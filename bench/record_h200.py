@@ -110,6 +110,12 @@ def main() -> int:
         save(out, f"{p}-bench-{path}.json", hw, f"gdrlab bench --path {path} --sizes {bench_sizes}",
              df.to_dict(orient="records"))
         log(f"  bench {path}: {time.time() - t0:.1f} s")
+    # The same GPU paths with the peer as a second process sharing the one GPU (time-slicing).
+    rows = []
+    for path in ("staged", "pipelined"):
+        df = gdrlab.bench(path=path, sizes="8,4K,16K,64K,1M", mode="lat", local_peer="process")
+        rows += df.to_dict(orient="records")
+    save(out, f"{p}-bench-process-peer.json", hw, "gdrlab bench --mode lat --local-peer process", rows)
     # Chunk size of the pipeline at one large message: the knob MVAPICH2-GDR exposes.
     rows = []
     for chunk in ([64 << 10, 256 << 10, 1 << 20] if a.quick else [16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20]):

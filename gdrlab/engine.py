@@ -334,13 +334,17 @@ def bench(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, 
           wire: str = "tcp", peer: str | None = None, token: str | None = None, chunk: int = DEFAULT_CHUNK,
           depth: int = DEFAULT_DEPTH, device: int = 0, window: int | None = None, warmup: int | None = None,
           timeout_s: float = 10.0, progress: ProgressFn | None = None, keep_samples: bool = False,
-          local_peer: str = "process"):
+          local_peer: str = "auto"):
     """Measure ``path`` over ``wire`` at each size; one DataFrame row per size.
 
     Columns: path, wire, size, iters, lat_min_us, lat_p50_us, lat_p99_us, lat_mean_us, bw_gbps,
     verified, chunk, depth. ``mode`` is ``"lat"``, ``"bw"`` or ``"both"``. With no ``peer`` a local
-    peer is started and stopped: ``local_peer="process"`` (a ``gdrlab serve`` process, the default)
-    or ``"thread"`` (in this process, sharing its CUDA context; see :class:`ThreadPeer`). ``progress(done, total, row)`` is called after
+    peer is started and stopped: ``local_peer="process"`` (a ``gdrlab serve`` process) or ``"thread"``
+    (in this process, sharing its CUDA context; see :class:`ThreadPeer`). ``"auto"`` (the default)
+    takes a process for ``host`` and a thread for the GPU paths: on one GPU, two processes
+    time-slice it between their contexts, which on an H200 added about 140 us to every copy of up
+    to 16 KiB (recorded in gdrlab/data/recorded/h200-peer-context.json); two hosts with a GPU
+    each, which the local peer stands in for, do not contend like that. ``progress(done, total, row)`` is called after
     each size. Every size ends with a verified exchange: no row is returned for corrupted data.
     """
     import pandas as pd
@@ -372,8 +376,10 @@ def bench(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, 
 
     with contextlib.ExitStack() as stack:
         if peer is None:
-            if local_peer not in ("process", "thread"):
-                raise InvalidArgument(f"local_peer must be 'process' or 'thread', got {local_peer!r}")
+            if local_peer not in ("auto", "process", "thread"):
+                raise InvalidArgument(f"local_peer must be 'auto', 'process' or 'thread', got {local_peer!r}")
+            if local_peer == "auto":
+                local_peer = "thread" if path in GPU_PATHS else "process"
             peer_cls = LocalPeer if local_peer == "process" else ThreadPeer
             local = stack.enter_context(peer_cls(device=device, timeout_s=timeout_s))
             conn = stack.enter_context(Connection("127.0.0.1", local.port, local.token, timeout_s))

@@ -20,8 +20,9 @@ def add_parser(sub):
     p.add_argument("--iters", type=int, default=None, help="timed iterations per size (default: by size)")
     p.add_argument("--mode", default="both", choices=["lat", "bw", "both"])
     p.add_argument("--peer", default=None, metavar="HOST:PORT", help="a running `gdrlab serve`")
-    p.add_argument("--local-peer", default="process", choices=["process", "thread"],
-                   help="without --peer: run the peer as a process (default) or a thread of this process")
+    p.add_argument("--local-peer", default="auto", choices=["auto", "process", "thread"],
+                   help="without --peer: the peer as a process or a thread of this process; auto (default): "
+                        "process for host, thread for GPU paths (two processes time-slice one GPU)")
     p.add_argument("--token", default=None, help="token for --peer (default $GDRLAB_TOKEN)")
     p.add_argument("--chunk", default="256K", help="pipelined chunk size (default 256K)")
     p.add_argument("--depth", type=int, default=4, help="pipelined buffers in flight (default 4)")
