@@ -161,7 +161,7 @@ def rdma_devices(root="/") -> list[dict]:
         return []
     out = []
     for name in sorted(os.listdir(base)):
-        d = base / name
+        d = _resolve(r, base / name) or base / name  # the class entry links into sys/devices
         dev = _resolve(r, d / "device")
         bus = norm_bus_id(dev.name) if dev is not None and PCI_ADDR.match(dev.name) else None
         ports = []

@@ -1,0 +1,92 @@
+"""Topology from synthetic sysfs trees (tests/sysfs_builder.py) and from this machine's /sys.
+
+Expected codes, by hand from the trees the builder lays out:
+- same switch: GPU0 (03:00.0) and mlx5_0 (04:00.0) sit below downstream ports 02:08.0 and
+  02:10.0 of one PLX switch (upstream port 01:00.0): one switch -> PIX. GPU1 (05:00.0) has its
+  own root port 00:02.0; it meets the others only at host bridge pci0000:00 -> PHB.
+- two sockets: GPU0 (17:00.0, pci0000:16, NUMA 0); mlx5_0 (98:00.0, pci0000:97, NUMA 1) -> SYS;
+  mlx5_1 (3b:00.0, pci0000:3a, NUMA 0): another host bridge of the same node -> NODE.
+"""
+from __future__ import annotations
+
+import pytest
+
+from gdrlab.topology import from_sysfs
+from sysfs_builder import gpu_nic_same_switch, gpu_nic_two_sockets
+
+
+def test_same_switch(tmp_path):
+    gpu_nic_same_switch(tmp_path)
+    t = from_sysfs(tmp_path)
+    assert t.provenance == "recorded"
+    assert [(d["name"], d["pci_bus_id"]) for d in t.devices] == [
+        ("GPU0", "0000:03:00.0"), ("GPU1", "0000:05:00.0"), ("mlx5_0", "0000:04:00.0")]
+    m = t.matrix()
+    assert m["GPU0"] == {"GPU0": "X", "GPU1": "PHB", "mlx5_0": "PIX"}
+    assert m["GPU1"]["mlx5_0"] == "PHB"
+    assert t.nearest_nic("GPU0") == "mlx5_0"
+    assert t.gdr_decision("GPU0", "mlx5_0")["use_gdr"] is True
+    assert t.gdr_decision("GPU1", "mlx5_0")["use_gdr"] is False
+    assert t.gdr_decision("GPU1", "mlx5_0", "PHB")["use_gdr"] is True
+    b = t.numa_binding("GPU0")
+    assert (b["numa_node"], b["cpus"], b["numactl"]) == (0, "0-15", "numactl --cpunodebind=0 --membind=0")
+    assert t.devices[0]["socket"] == 0
+
+
+def test_two_sockets(tmp_path):
+    gpu_nic_two_sockets(tmp_path)
+    t = from_sysfs(tmp_path)
+    assert t.gpus == ["GPU0"] and t.nics == ["mlx5_0", "mlx5_1"]
+    m = t.matrix()
+    assert m["GPU0"]["mlx5_0"] == "SYS"
+    assert m["GPU0"]["mlx5_1"] == "NODE"
+    assert m["mlx5_0"]["mlx5_1"] == "SYS"
+    assert t.nearest_nic("GPU0") == "mlx5_1"
+    d = t.gdr_decision("GPU0", "mlx5_1")
+    assert d["use_gdr"] is False and d["nccl_path"] == "PHB"  # NCCL has no NODE: it is PHB there
+    assert t.gdr_decision("GPU0", "mlx5_1", "PHB")["use_gdr"] is True
+    assert t.gdr_decision("GPU0", "mlx5_0", "PHB")["use_gdr"] is False
+    assert t.gdr_decision("GPU0", "mlx5_0", "SYS")["use_gdr"] is True
+    assert t.numa_binding("GPU0")["numactl"] == "numactl --cpunodebind=0 --membind=0"
+    assert t.device("mlx5_0")["socket"] == 1
+
+
+def test_nvlinks_given_by_caller(tmp_path):
+    gpu_nic_same_switch(tmp_path)
+    t = from_sysfs(tmp_path, nvlinks={("0000:03:00.0", "0000:05:00.0"): 4})
+    assert t.matrix()["GPU0"]["GPU1"] == "NV4"
+    assert t.pcie_matrix()["GPU0"]["GPU1"] == "PHB"
+
+
+def test_single_numa_node_reporting_minus_one(tmp_path):
+    # KVM guests often give numa_node -1 everywhere while the machine has one node:
+    # nothing is ambiguous then, the device is on node 0.
+    from sysfs_builder import GPU_CLASS, NVIDIA, SysfsTree
+    t = SysfsTree(tmp_path)
+    t.numa_node(0, "0-15")
+    t.pci("0000:00:05.0", "pci0000:00", cls=GPU_CLASS, vendor=NVIDIA)
+    topo = from_sysfs(tmp_path)
+    d = topo.device("GPU0")
+    assert d["numa_node"] == 0 and d["numa_inferred"] is True
+
+
+def test_missing_root_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        from_sysfs(tmp_path / "nope")
+
+
+def test_empty_tree_is_an_honest_empty_topology(tmp_path):
+    (tmp_path / "sys").mkdir()
+    t = from_sysfs(tmp_path)
+    assert t.devices == [] and t.matrix() == {} and t.to_json()["nearest_nic"] == {}
+
+
+def test_live_sysfs_reads_without_error():
+    # Whatever this machine has, reading it works and every GPU found is an NVIDIA PCI function.
+    t = from_sysfs("/")
+    assert t.provenance == "live" and "live sysfs of host" in t.source
+    for d in t.devices:
+        assert d["pci_bus_id"]
+    m = t.matrix()
+    for a in m:
+        assert m[a][a] == "X"
