@@ -1,0 +1,175 @@
+"""``gdrlab bench --mpi``: two ranks started by ``mpirun -n 2`` or ``srun -n 2``.
+
+Rank 1 starts the engine's server and sends its address, port and a fresh token to rank 0 over
+MPI (mpi4py); rank 0 measures with :func:`gdrlab.engine.bench` and prints the result; rank 1
+serves until rank 0 says it is done. Both ranks on one host talk over 127.0.0.1; on two hosts
+rank 1 listens on the address its host uses to reach rank 0's host (``GDRLAB_MPI_HOST``
+overrides it). Every wait has a deadline, and a rank that cannot go on calls ``MPI_Abort`` so
+that the other never hangs.
+
+mpi4py is imported here only, when ``--mpi`` is used.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import sys
+import time
+
+from .errors import InvalidArgument, PeerTimeout, Unavailable
+
+__all__ = ["import_mpi", "listen_address", "bench_mpi"]
+
+TAG_INFO, TAG_DONE = 71, 72
+
+
+def import_mpi():
+    """``mpi4py.MPI``, or :class:`Unavailable` saying what to install."""
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise Unavailable(f"--mpi needs mpi4py and an MPI library ({exc}); install Open MPI "
+                          "(apt-get install openmpi-bin) and `pip install mpi4py`") from exc
+    return MPI
+
+
+def listen_address(my_host: str, peer_host: str) -> str:
+    """The address rank 1 listens on: loopback when both ranks share a host, otherwise the local
+    address of the route to ``peer_host`` (asking the kernel, so a multi-homed host picks the
+    interface that actually reaches the peer), or $GDRLAB_MPI_HOST when set."""
+    override = os.environ.get("GDRLAB_MPI_HOST")
+    if override:
+        return override
+    if my_host == peer_host:
+        return "127.0.0.1"
+    try:
+        peer_ip = socket.gethostbyname(peer_host)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((peer_ip, 9))  # UDP connect sends nothing; it only picks the route
+            return s.getsockname()[0]
+    except OSError:
+        return socket.gethostbyname(socket.gethostname())
+
+
+def _wait_recv(comm, MPI, source: int, tag: int, deadline: float, what: str):
+    """A receive that gives up at ``deadline`` instead of blocking forever."""
+    status = MPI.Status()
+    while not comm.Iprobe(source=source, tag=tag, status=status):
+        if time.monotonic() > deadline:
+            raise PeerTimeout(f"rank {source} did not send {what} in time")
+        time.sleep(0.01)
+    return comm.recv(source=source, tag=tag)
+
+
+def _abort(comm, message: str) -> None:
+    print(f"gdrlab bench --mpi (rank {comm.Get_rank()}): {message}; aborting the job", file=sys.stderr, flush=True)
+    comm.Abort(1)
+
+
+def _serve(comm, MPI, args) -> int:
+    """Rank 1: start the server, publish it, serve clients until rank 0 reports it is done."""
+    from .engine import native
+
+    hosts = comm.allgather(socket.gethostname())
+    info: dict
+    try:
+        host = listen_address(hosts[1], hosts[0])
+        token = secrets.token_hex(16)
+        server = native().Server(host, 0, token, int(args.timeout * 1000))
+        info = {"ok": True, "host": host, "port": server.port, "token": token, "hosts": hosts}
+    except Exception as exc:  # noqa: BLE001 - reported to rank 0, which raises it
+        info = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    comm.send(info, dest=0, tag=TAG_INFO)
+    if not info["ok"]:
+        return 1
+    # rank 0 connects right after it receives the address; a long bench keeps serve_one busy
+    first_deadline = time.monotonic() + max(60.0, 6 * args.timeout)
+    served = 0
+    while True:
+        if comm.Iprobe(source=0, tag=TAG_DONE):
+            done = comm.recv(source=0, tag=TAG_DONE)
+            return 0 if done.get("ok") else 1
+        came, error = server.serve_one(200)
+        if came:
+            served += 1
+            first_deadline = time.monotonic() + max(60.0, 6 * args.timeout)
+            if error:
+                print(f"gdrlab bench --mpi (rank 1): client ended with {error}", file=sys.stderr, flush=True)
+        elif time.monotonic() > first_deadline:
+            _abort(comm, f"rank 0 neither connected nor finished ({served} clients served)")
+            return 1
+
+
+def _measure(comm, MPI, args, chunk: int) -> int:
+    """Rank 0: receive the server's address, bench against it, tell rank 1 it is done."""
+    from .engine import bench
+
+    comm.allgather(socket.gethostname())
+    try:
+        info = _wait_recv(comm, MPI, 1, TAG_INFO, time.monotonic() + max(60.0, 6 * args.timeout),
+                          "the server address")
+    except PeerTimeout as exc:
+        _abort(comm, str(exc))
+        return 1
+    if not info["ok"]:
+        raise Unavailable(f"rank 1 could not start its server: {info['error']}")
+    outcome = {"ok": False}
+    try:
+        df = bench(path=args.path, sizes=args.sizes, iters=args.iters, mode=args.mode, wire=args.wire,
+                   peer=f"{info['host']}:{info['port']}", token=info["token"], chunk=chunk, depth=args.depth,
+                   device=args.device, timeout_s=args.timeout, progress=_progress(args))
+        outcome = {"ok": True}
+    finally:
+        comm.send(outcome, dest=1, tag=TAG_DONE)
+    df.attrs["provenance"].update({"launcher": "mpi", "ranks": 2, "hosts": info["hosts"],
+                                   "mpi": MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()})
+    _print(df, args)
+    return 0
+
+
+def _progress(args):
+    from .units import format_size
+
+    def progress(done, total, row):
+        if not args.json or sys.stderr.isatty():
+            print(f"[{done}/{total}] {format_size(row['size']):>6}  p50 {row['lat_p50_us']:9.2f} us  "
+                  f"{row['bw_gbps']:8.3f} GB/s", file=sys.stderr, flush=True)
+    return progress
+
+
+def _print(df, args) -> None:
+    from .commands._common import emit_json, table
+    from .commands.bench import COLUMNS
+
+    rows = df.to_dict(orient="records")
+    if args.json:
+        emit_json({"rows": rows, "provenance": df.attrs.get("provenance", {})})
+    else:
+        print(table([{k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows],
+                    COLUMNS))
+
+
+def bench_mpi(args, chunk: int) -> int:
+    """``gdrlab bench --mpi``: rank 0 measures, rank 1 serves; returns the exit status.
+
+    Needs exactly two ranks. ``--peer`` does not apply (the peer is rank 1). With ``--json`` only
+    rank 0 writes to stdout.
+    """
+    MPI = import_mpi()
+    comm = MPI.COMM_WORLD
+    size, rank = comm.Get_size(), comm.Get_rank()
+    problem = None
+    if getattr(args, "peer", None):
+        problem = "--mpi and --peer exclude each other: with --mpi the peer is rank 1"
+    elif size != 2:
+        problem = f"--mpi needs exactly 2 ranks (mpirun -n 2 or srun -n 2); this job has {size}"
+    if problem:
+        # every rank sees the same arguments and size, so every rank stops here and nobody waits;
+        # rank 0 alone says why, so --json still prints one document
+        if rank == 0:
+            raise InvalidArgument(problem)
+        return 1
+    if rank == 1:
+        return _serve(comm, MPI, args)
+    return _measure(comm, MPI, args, chunk)
