@@ -90,3 +90,18 @@ def test_live_sysfs_reads_without_error():
     m = t.matrix()
     for a in m:
         assert m[a][a] == "X"
+
+
+def test_figure_of_two_socket_tree(tmp_path):
+    pytest.importorskip("plotly")
+    from gdrlab.topology import figure
+    gpu_nic_two_sockets(tmp_path)
+    t = from_sysfs(tmp_path)
+    fig = figure(t, highlight=("GPU0", "mlx5_0"))
+    assert "recorded sysfs tree" in fig.layout.title.text and "GPU0 to mlx5_0: SYS" in fig.layout.title.text
+    kinds = {tr.name: len(tr.x) for tr in fig.data}
+    assert kinds["package"] == 2 and kinds["hostbridge"] == 3 and kinds["nic"] == 2
+    # GPU0 - root port - host bridge - socket 0 - machine - socket 1 - host bridge - root port - mlx5_0
+    assert kinds["highlighted path"] == 8 * 3
+    with pytest.raises(ValueError, match="no device named"):
+        figure(t, highlight=("GPU0", "mlx5_9"))

@@ -95,7 +95,8 @@ def _gpus(root, live: bool, pci: list[dict]) -> tuple[list[dict], str, dict]:
             "pcie_width": n.get("pcie_width") if n.get("pcie_width") is not None else s.get("current_link_width"),
             "pcie_max_gen": n.get("pcie_max_gen"),
             "pcie_max_width": n.get("pcie_max_width") if n.get("pcie_max_width") is not None else s.get("max_link_width"),
-            "numa_node": s.get("numa_node") if s.get("numa_node") is not None else n.get("numa_node"),
+            "numa_node": next((v for v in (s.get("numa_node"), n.get("numa_node"), c.get("host_numa_id"))
+                               if isinstance(v, int) and v >= 0), None),
             "gdr_supported": bool(c["gdr_supported"]) if "gdr_supported" in c else None,
             "dmabuf_supported": bool(c["dmabuf_supported"]) if "dmabuf_supported" in c else None,
             "cuda_usable": bool(c),

@@ -82,6 +82,17 @@ def from_sysfs(root="/", nvlinks: dict | None = None) -> Topology:
             (numa,) = tuple(hb.numa_nodes)
             cpus = node_cpus.get(numa) or []
             hb.socket = _socket_of_cpu(r, cpus[0]) if cpus else None
+    # Hang host bridges below their socket so the drawing shows sockets as hwloc does.
+    packages: dict[int, Node] = {}
+    for hb in list(hostbridges.values()):
+        if hb.socket is None:
+            continue
+        pkg = packages.get(hb.socket)
+        if pkg is None:
+            pkg = packages[hb.socket] = machine.add(Node("package", f"Package {hb.socket}", socket=hb.socket))
+        machine.children.remove(hb)
+        pkg.add(hb)
+        pkg.numa_nodes = pkg.numa_nodes | hb.numa_nodes
     for n in machine.walk():
         if n.kind in ("bridge", "device"):
             n.socket = n.host_bridge().socket if n.host_bridge() else None
