@@ -14,14 +14,16 @@ import numpy as np
 from . import SIZE_TICKS, quick_mode
 
 __all__ = [
-    "HISTORIC_PROFILES", "MEASURED_PATHS", "POLICY_PATHS", "policy_paths", "measured_data", "sweep_widget",
+    "HISTORIC_PROFILES", "MEASURED_PATHS", "POLICY_PATHS", "GDR_POLICY_PATHS", "NO_GDR_POLICY_PATHS", "policy_paths", "measured_data", "sweep_widget",
     "measured_figure", "model_table", "best_path", "policy_table", "grading_cases", "check_choose_path",
-    "crossover_figure", "crossover_explorer", "crossovers",
+    "crossover_figure", "crossover_explorer", "crossovers", "overlay_profile", "gdr_live",
 ]
 
 HISTORIC_PROFILES = ("kepler-snb-2013", "kepler-ivb-2014", "hopper-ndr")
 MEASURED_PATHS = ("staged", "shared", "pipelined")
 POLICY_PATHS = ("gdrcopy", "gdr", "pipelined")
+GDR_POLICY_PATHS = ("gdr", "pipelined")          # GPU and NIC close enough for GDR
+NO_GDR_POLICY_PATHS = ("gdrcopy", "pipelined")   # no GDR: tiny messages by gdrcopy, rest staged
 _GRID = np.unique(np.round(np.logspace(0, 26, 105, base=2))).astype(np.int64)  # 1 B .. 64 MiB
 
 
@@ -64,27 +66,60 @@ def measured_data(sizes: Any = "8:64M", paths: Iterable[str] = MEASURED_PATHS, l
     return out
 
 
-def sweep_widget(path: str = "pipelined", sizes: Any = "8:64M", profile: str = "h200-lab", y: str = "lat_p50_us"):
-    """A live SweepWidget for one path over the tcp wire, with the model for ``profile`` overlaid."""
+def overlay_profile() -> str | None:
+    """The model profile of this kit's calibration machine (``h200-lab``) if the model has it."""
+    try:
+        return "h200-lab" if "h200-lab" in _model().profiles() else None
+    except Exception:
+        return None
+
+
+def gdr_live(sizes: Any = "8:64M") -> tuple[Any, str]:
+    """GDR over the verbs wire, measured now where an RDMA device and a GPU exist:
+    ``(DataFrame, why)`` or ``(None, why not)``."""
+    from .. import engine
+    from ..widgets import sweep_sizes
+    from . import optional_module
+
+    verbs, why = optional_module("gdrlab.verbs")
+    if verbs is None:
+        return None, why
+    try:
+        st = verbs.status()
+        if not st.get("devices"):
+            return None, st.get("reason") or "no RDMA device on this machine"
+        return engine.bench("gdr", sweep_sizes(sizes), wire="verbs"), "measured live over the verbs wire"
+    except Exception as exc:  # no GPU, no peer memory, no dma-buf: the reason is the lesson
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def sweep_widget(path: str = "pipelined", sizes: Any = "8:64M", profile: str | None = None, y: str = "lat_p50_us"):
+    """A live SweepWidget for one path over the tcp wire, with the model for ``profile``
+    (default: :func:`overlay_profile`) overlaid when the model has it."""
     from .. import engine
     from ..widgets import SweepWidget, model_frame
 
+    profile = profile or overlay_profile()
     overlay = None
     try:
-        overlay = {f"{path} model": model_frame(profile, path, sizes)}
+        overlay = {f"{path} model": model_frame(profile, path, sizes)} if profile else None
     except Exception:  # the overlay is a comparison; the measurement works without it
         overlay = None
     return SweepWidget(lambda n: engine.bench(path, [n]), sizes, y=y, name=path, model=overlay,
                        title=f"{path} over the tcp wire")
 
 
-def measured_figure(data: dict, profile: str = "h200-lab", y: str = "lat_p50_us"):
-    """Measured (live or recorded) sweeps with the model for ``profile`` overlaid."""
+def measured_figure(data: dict, profile: str | None = None, y: str = "lat_p50_us"):
+    """Measured (live or recorded) sweeps with the model for ``profile`` (default
+    :func:`overlay_profile`) overlaid where the model has it."""
     from ..widgets import model_frame, plot_sweep
 
-    frames = {p: r.data for p, r in data.items() if r.data is not None}
+    profile = profile or overlay_profile()
+    # values are LiveOrRecorded results or plain DataFrames (with provenance)
+    frames = {p: (r if hasattr(r, "columns") else r.data) for p, r in data.items()}
+    frames = {p: df for p, df in frames.items() if df is not None}
     models = {}
-    if frames:
+    if frames and profile:
         sizes = sorted({int(s) for df in frames.values() for s in df["size"]})
         for p in frames:
             try:
@@ -138,13 +173,7 @@ def crossovers(profiles: Iterable[str] = HISTORIC_PROFILES, a: str = "gdr", b: s
                placement: str | None = None) -> dict[str, int | None]:
     """``{profile: smallest size where b beats a}`` from :func:`gdrlab.model.crossover`."""
     m = _model()
-    out = {}
-    for prof in profiles:
-        if placement is None:
-            out[prof] = m.crossover(prof, a, b)
-        else:
-            out[prof] = m.crossover(m.get_profile(prof, placement=placement), a, b)
-    return out
+    return {prof: m.crossover(prof, a, b, placement=placement) for prof in profiles}
 
 
 def grading_cases(profile: str, paths: Iterable[str] | None = None, margin: float = 0.10,
@@ -161,26 +190,29 @@ def grading_cases(profile: str, paths: Iterable[str] | None = None, margin: floa
     return [(int(s), paths[i]) for s, i, k in zip(sizes, best, keep) if k]
 
 
-def check_choose_path(fn: Callable[[int, str], str], profiles: Iterable[str] = HISTORIC_PROFILES,
+def check_choose_path(fn: Callable[..., str], profiles: Iterable[str] = HISTORIC_PROFILES,
                       sizes: Iterable[int] | None = None, margin: float = 0.10) -> int:
-    """Compare ``fn(size, profile)`` with the model's fastest path; raise AssertionError naming
-    the first disagreements. Returns the number of cases checked."""
+    """Compare ``fn(size, profile, gdr_ok)`` with the model's fastest path: among ``gdr`` and
+    ``pipelined`` when ``gdr_ok`` is True, among ``gdrcopy`` and ``pipelined`` when it is False.
+    Raise AssertionError naming the first disagreements; return the number of cases checked."""
     if not callable(fn):
         raise AssertionError(f"choose_path should be a function, got {fn!r}")
     checked, wrong = 0, []
     for prof in profiles:
-        for size, want in grading_cases(prof, sizes=sizes, margin=margin):
-            try:
-                got = fn(size, prof)
-            except NotImplementedError:
-                raise AssertionError("choose_path raised NotImplementedError: the exercise is not done yet") from None
-            except Exception as exc:
-                raise AssertionError(f"choose_path({size}, {prof!r}) raised {type(exc).__name__}: {exc}") from None
-            checked += 1
-            if got != want:
-                wrong.append(f"choose_path({size}, {prof!r}) = {got!r}, the model's fastest is {want!r}")
+        for gdr_ok, paths in ((True, GDR_POLICY_PATHS), (False, NO_GDR_POLICY_PATHS)):
+            for size, want in grading_cases(prof, paths=paths, sizes=sizes, margin=margin):
+                call = f"choose_path({size}, {prof!r}, gdr_ok={gdr_ok})"
+                try:
+                    got = fn(size, prof, gdr_ok)
+                except NotImplementedError:
+                    raise AssertionError("choose_path raised NotImplementedError: the exercise is not done yet") from None
+                except Exception as exc:
+                    raise AssertionError(f"{call} raised {type(exc).__name__}: {exc}") from None
+                checked += 1
+                if got != want:
+                    wrong.append(f"{call} = {got!r}, the model's fastest is {want!r}")
     if wrong:
-        raise AssertionError(f"{len(wrong)} of {checked} sizes disagree with the model, e.g.:\n  "
+        raise AssertionError(f"{len(wrong)} of {checked} cases disagree with the model, e.g.:\n  "
                              + "\n  ".join(wrong[:5]))
     if checked == 0:
         raise AssertionError("no sizes to check: the model gave no clear winner anywhere")
@@ -196,24 +228,26 @@ def crossover_figure(profile: str = "kepler-snb-2013", paths: Iterable[str] | No
 
     table = model_table(profile, paths, placement=placement, chunk=chunk)
     m = _model()
-    try:
-        cross = m.crossover(m.get_profile(profile, **({"placement": placement} if placement else {}),
-                                          **({"chunk": chunk} if chunk else {})), "gdr", "pipelined")
-    except Exception:
-        cross = None
+    marks = []
+    for a, b in (("gdrcopy", "pipelined"), ("gdr", "pipelined")):
+        try:
+            x = m.crossover(profile, a, b, placement=placement, chunk=chunk)
+        except Exception:  # a path this profile lacks: no mark
+            x = None
+        if x and x > 1:
+            marks.append((a, b, x))
     fig = fig if fig is not None else go.Figure()
     where = f"profile {profile}" + (f", {placement}" if placement else "") + (f", chunk {chunk // 1024} KiB" if chunk else "")
     with fig.batch_update() if hasattr(fig, "batch_update") else _null():
         fig.data = []
-        fig.layout.shapes = []
-        fig.layout.annotations = []
         for path, part in table.groupby("path", sort=False):
             fig.add_trace(go.Scatter(x=part["size"], y=part["lat_us"], mode="lines", name=f"{path} — modelled, {where}",
                                      line={"dash": "dash" if path == "staged" else "solid"}))
-        if cross:
-            fig.add_vline(x=cross, line={"dash": "dot", "color": "grey"})
-            fig.add_annotation(x=np.log10(cross), y=1, yref="paper", text=f"gdr/pipelined crossover ≈ {cross:,} B",
-                               showarrow=False, xanchor="left", yanchor="top")
+        # a vertical line as a trace: it shows in the legend and needs no log-axis arithmetic
+        lo, hi = float(table["lat_us"].min()), float(table["lat_us"].max())
+        for a, b, x in marks:
+            fig.add_trace(go.Scatter(x=[x, x], y=[lo, hi], mode="lines", line={"dash": "dot", "color": "grey"},
+                                     name=f"{a}/{b} crossover ≈ {x:,} B (modelled)"))
         fig.update_layout(title=f"GDR vs pipelined staging (modelled, {where})", height=460,
                           xaxis_title="message size (bytes)", yaxis_title="one-way latency (µs)",
                           legend={"orientation": "h", "y": -0.25})

@@ -13,6 +13,7 @@ import numpy as np
 __all__ = [
     "CODE_ORDER", "own_topology", "recorded_topology", "machine_names", "pair_table", "gpu_nic_pairs",
     "config_ab_table", "config_ab_figure", "reference_nearest", "reference_nccl_gdr", "describe",
+    "tree_text", "tree_figure",
 ]
 
 # nvidia-smi's PCIe codes from nearest to farthest (NV# is NVLink, not PCIe).
@@ -139,3 +140,40 @@ def config_ab_figure(table):
                       legend={"orientation": "h", "y": -0.3})
     fig.update_xaxes(type="log", **SIZE_TICKS)
     return fig
+
+
+def tree_text(topo) -> str:
+    """The PCIe tree as indented text, pruned to the branches that lead to a GPU or a NIC; each
+    device line ends with its name in the distance matrix (``<- GPU2``)."""
+    names = {id(topo.node(d["name"])): d["name"] for d in topo.devices}
+    keep: set[int] = set()
+    for d in topo.devices:
+        keep.update(id(a) for a in topo.node(d["name"]).ancestors())
+    kinds = {"machine": "Machine", "package": "Socket", "hostbridge": "Host bridge", "bridge": "Bridge",
+             "device": "PCI device"}
+    lines: list[str] = []
+
+    def visit(node, depth: int) -> None:
+        if id(node) not in keep:
+            return
+        extra = ""
+        if node.kind == "bridge" and node.role:
+            extra = {"rootport": " [root port]", "usp": " [switch upstream]", "dsp": " [switch downstream]"}.get(node.role, "")
+        if node.kind == "package" and node.numa_nodes:
+            extra = f" [NUMA {', '.join(map(str, sorted(node.numa_nodes)))}]"
+        tag = f"   <- {names[id(node)]}" if id(node) in names else ""
+        lines.append("    " * depth + f"{kinds.get(node.kind, node.kind)}: {node.describe()}{extra}{tag}")
+        for child in node.children:
+            visit(child, depth + 1)
+
+    visit(topo.root, 0)
+    return "\n".join(lines) if lines else "(no GPU or NIC on this tree)"
+
+
+def tree_figure(topo, highlight=None):
+    """:func:`gdrlab.topology.figure` when it is available, else None (use :func:`tree_text`)."""
+    try:
+        from ..topology import figure
+        return figure(topo, highlight=highlight)
+    except (ImportError, AttributeError):
+        return None
