@@ -57,11 +57,13 @@ def ce_rate_gbps(p: dict) -> float:
 
 
 def _ce(p: dict, direction: str, s: np.ndarray, memory: str = "pinned") -> np.ndarray:
-    launch = p[f"ce_launch_{direction}_us"]
     if memory == "pageable":
-        return launch + s / _rate(p[f"pageable_{direction}_gbps"])
+        return p[f"pageable_{direction}_us"] + s / _rate(p[f"pageable_{direction}_gbps"])
+    launch = p[f"ce_launch_{direction}_us"]
+    # Measured copies approach the streaming rate gradually: an extra cost that grows with size and
+    # saturates (half of it at ce_ramp_bytes). Empirical; 0 where nothing was measured.
     rb = p["ce_ramp_bytes"]
-    ramp = p["ce_ramp_us"] * (np.minimum(1.0, s / rb) if rb > 0 else 1.0)
+    ramp = p[f"ce_ramp_{direction}_us"] * (s / (s + rb) if rb > 0 else 1.0)
     return launch + ramp + s / _rate(ce_rate_gbps(p))
 
 

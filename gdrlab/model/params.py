@@ -22,8 +22,12 @@ PARAMS: dict[str, tuple[str, str, str]] = {
     "ce_eff": ("fraction", "fraction", "share of the GPU link a pinned copy-engine copy reaches"),
     "ce_launch_h2d_us": ("us", "time", "synchronous host-to-device cudaMemcpy of a few bytes"),
     "ce_launch_d2h_us": ("us", "time", "synchronous device-to-host cudaMemcpy of a few bytes"),
-    "ce_ramp_us": ("us", "time", "extra time mid-size copies pay before reaching the streaming rate"),
-    "ce_ramp_bytes": ("bytes", "bytes", "size at which that ramp is complete"),
+    "ce_ramp_h2d_us": ("us", "time", "extra time mid-size H2D copies pay over tiny ones (tiny H2D copies "
+                                     "travel inside the command stream; larger ones set up a DMA)"),
+    "ce_ramp_d2h_us": ("us", "time", "the same for D2H copies"),
+    "ce_ramp_bytes": ("bytes", "bytes", "size at which half of that ramp is paid"),
+    "pageable_h2d_us": ("us", "time", "synchronous host-to-device copy of a few bytes from pageable memory"),
+    "pageable_d2h_us": ("us", "time", "synchronous device-to-host copy of a few bytes into pageable memory"),
     "pageable_h2d_gbps": ("GB/s", "rate", "host-to-device copy rate from pageable memory"),
     "pageable_d2h_gbps": ("GB/s", "rate", "device-to-host copy rate into pageable memory"),
     # host CPU
