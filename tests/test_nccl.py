@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from gdrlab import nccl
+from gdrlab.nccl import worker
 from gdrlab.errors import GdrlabError, InvalidArgument, Unavailable
 
 DEFAULT, P2P_OFF, P2P_SHM_OFF = "h200x2-nvlink-default", "h200x2-nvlink-p2p_off", "h200x2-nvlink-p2p_shm_off"
@@ -138,7 +139,8 @@ def test_parse_other_formats_and_gdr_lines():
         "node1:100:100 [0] NCCL INFO NCCL version 2.18.3+cuda12.2",
         "node1:100:100 [0] NCCL INFO Channel 00 : 0[1a000] -> 1[1b000] via P2P/IPC/read",
         "node1:100:120 [0] NCCL INFO Channel 00/0 : 2[0] -> 0[0] [receive] via NET/IB/0/GDRDMA",
-        "node1:100:120 [0] NCCL INFO GPU Direct RDMA Enabled for GPU 1a000 / HCA 0 (distance 3 <= 4), read 1 mode Default",
+        "node1:100:120 [0] NCCL INFO GPU Direct RDMA Enabled for GPU 1a000 / HCA 0 (distance 3 <= 4), "
+        "read 1 mode Default",
         "node1:100:120 [0] NCCL INFO GPU Direct RDMA Disabled for GPU 3d000 / HCA 1 (distance 5 > 4)",
         "node1:100:100 [0] NCCL WARN NET/IB : Got async event : port error",
         "some other program output",
@@ -207,14 +209,14 @@ def test_measure_loop_with_fake_collective():
     def step(x):
         x += 2
 
-    rows = nccl._measure(a, [8, 1 << 20], lambda n, v: np.full(n, float(v), dtype=np.float32), step,
+    rows = worker._measure(a, [8, 1 << 20], lambda n, v: np.full(n, float(v), dtype=np.float32), step,
                          lambda: None, lambda x: (float(x[0]), float(x[-1])), lambda dt: 1e-3)
     assert [r["size"] for r in rows] == [8, 1 << 20]
     assert all(r["verified"] for r in rows) and all(r["iters"] == 3 for r in rows)
     # slowest rank took 1 ms: 1 MiB / 1 ms = 1.048576 GB/s; 2 ranks: busbw = algbw
     assert rows[1]["time_us"] == pytest.approx(1000.0)
     assert rows[1]["algbw_gbps"] == pytest.approx(1.048576) and rows[1]["busbw_gbps"] == pytest.approx(1.048576)
-    bad = nccl._measure(a, [8], lambda n, v: np.full(n, float(v), dtype=np.float32), lambda x: None,
+    bad = worker._measure(a, [8], lambda n, v: np.full(n, float(v), dtype=np.float32), lambda x: None,
                         lambda: None, lambda x: (float(x[0]), float(x[-1])), lambda dt: 1e-3)
     assert bad[0]["verified"] is False
 

@@ -1,0 +1,274 @@
+"""Reading ``NCCL_DEBUG=INFO`` logs: the transport NCCL chose for each connection and why; the
+recorded logs shipped with gdrlab; nccl-tests' bandwidth definitions for all-reduce."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..errors import InvalidArgument
+
+__all__ = ["classify_via", "parse_log", "explain", "recorded_logs", "recorded_summary", "bus_bandwidth",
+           "format_result_line"]
+
+_DATA = Path(__file__).resolve().parent.parent / "data" / "nccl"
+_RECORDED_ORDER = ("default", "p2p_off", "p2p_shm_off")
+_RECORDED_PROVENANCE = {
+    "kind": "recorded", "hardware": "2x NVIDIA H200, NVLink NV18 (KVM guest, no RDMA device)",
+    "software": "NCCL 2.28.9+cuda13.0 through PyTorch torch.distributed, 2 ranks", "date": "2026-11",
+}
+
+_PREFIX = re.compile(r"(?:(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?"
+                     r"NCCL (?P<level>INFO|WARN|TRACE) (?P<msg>.*)$")
+_VIA = re.compile(r"Channel (?P<ch>\d+)(?:/(?P<conn>\d+))? : "
+                  r"(?P<src>\d+)\[[0-9a-fA-Fx]+\] -> (?P<dst>\d+)\[[0-9a-fA-Fx]+\]"
+                  r"(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$")
+_VERSION = re.compile(r"NCCL version (\S+)")
+_DRIVER = re.compile(r"cudaDriverVersion (\d+)")
+_RANK = re.compile(r"ncclCommInitRank\w* comm (?P<comm>\S+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) "
+                   r"cudaDev (?P<dev>\d+)"
+                   r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<bus>[0-9a-fA-F]+)")
+_NODES = re.compile(r"comm \S+ rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+)")
+_ENV = re.compile(r"(NCCL_\w+) set by environment to (\S+?)\.?$")
+_RINGS = re.compile(r"Connected all rings, use ring PXN (\d+) GDR (\d+)")
+_NETWORK = re.compile(r"Using network (.+?)\s*$")
+_TOPO_PATH = re.compile(r"^(GPU/[\w-]+) :(.*)$")
+_TOPO_HOP = re.compile(r"(GPU/[\w-]+) \((\d+)/([\d.]+)/(\w+)\)")
+_GRAPH = re.compile(r"Pattern (\d+), crossNic (\d+), nChannels (\d+), bw ([\d.]+)/([\d.]+), type (\w+)/(\w+)")
+_RESULT = re.compile(r"^\s*(?P<op>[a-z_]+)\s+(?P<size>\d+) B\s+(?P<time>[\d.]+) us\s+algbw\s+(?P<alg>[\d.]+) GB/s"
+                     r"\s+busbw\s+(?P<bus>[\d.]+) GB/s")
+
+_ENV_MEANING = {
+    "NCCL_P2P_DISABLE": "P2P transport (peer DMA over NVLink or PCIe) switched off: GPUs of one node use "
+                        "shared host memory or the network instead",
+    "NCCL_SHM_DISABLE": "shared-memory transport switched off: GPUs of one node talk through the network",
+    "NCCL_IB_DISABLE": "InfiniBand/RoCE transport switched off: the network is TCP sockets",
+    "NCCL_NVLS_ENABLE": "NVLink SHARP (multicast) collectives: 0 is off",
+    "NCCL_NET_GDR_LEVEL": "how close a GPU and NIC must be for GPUDirect RDMA",
+}
+# (pattern on the message, meaning); {0}, {1}... are the pattern's groups
+_REASONS = [
+    (re.compile(r"NET/IB : No device found"),
+     "no InfiniBand/RoCE device: NCCL cannot use its IB network, so no GPUDirect RDMA"),
+    (re.compile(r"Failed to initialize NET plugin IB"),
+     "the IB network plugin did not start; NCCL falls back to sockets"),
+    (re.compile(r"GPU Direct RDMA Disabled for HCA \d+ '([^']+)'"),
+     "GPUDirect RDMA is off for NIC {0}: network data to or from a GPU is staged through host memory"),
+    (re.compile(r"GPU Direct RDMA (?:\(\w+\) )?[Ee]nabled for HCA \d+ '([^']+)'"),
+     "GPUDirect RDMA is possible with NIC {0}"),
+    (re.compile(r"GPU Direct RDMA (Enabled|Disabled) for GPU (\S+) / HCA (\d+) \(distance (\d+) ([<>]=?) (\d+)\)"),
+     "GPUDirect RDMA {0} between GPU {1} and HCA {2}: topology distance {3} {4} {5} (NCCL_NET_GDR_LEVEL)"),
+    (re.compile(r"dlvsym failed on (mlx5dv_reg_dmabuf_mr)"),
+     "this rdma-core's libmlx5 has no {0}: no dma-buf registration through mlx5 direct verbs"),
+    (re.compile(r"P2P is disabled between connected GPUs (\d+) and (\d+)"),
+     "peer access impossible between GPUs {0} and {1}: no P2P transport between them"),
+    (re.compile(r"Using network (.+?)\s*$"),
+     "network transport for traffic between nodes (and within a node when P2P and SHM are off): {0}"),
+]
+
+
+def classify_via(via: str) -> dict:
+    """What a ``via ...`` string means: ``{"kind", "transport", "gdr", "read"}``.
+
+    ``kind`` is P2P, SHM, NET (or another first word); ``transport`` a short label:
+    ``P2P/CUMEM``, ``P2P/IPC``, ``P2P/direct`` (``direct pointer``, same process),
+    ``SHM/direct/direct``, ``NET/IB``, ``NET/IB/GDRDMA``, ``NET/Socket``; ``gdr`` is True or
+    False for the network (whether the NIC moves GPU memory directly), None otherwise.
+    """
+    parts = [p.strip() for p in via.strip().split("/")]
+    kind = parts[0].upper()
+    out = {"kind": kind, "transport": kind, "gdr": None, "read": False}
+    if kind == "P2P" and len(parts) > 1:
+        out["transport"] = "P2P/" + parts[1].split()[0]  # "direct pointer" -> "direct"
+        out["read"] = "read" in parts[2:]
+    elif kind == "SHM":
+        out["transport"] = "/".join(parts[:3])
+    elif kind in ("NET", "COLLNET") and len(parts) > 1:
+        out["gdr"] = any(p.startswith("GDRDMA") for p in parts)
+        out["transport"] = f"{kind}/{parts[1]}" + ("/GDRDMA" if out["gdr"] else "")
+    return out
+
+
+def _messages(text: str) -> Iterable[tuple[int | None, str, str, str]]:
+    """(rank or cuda device, level, message, host) for every NCCL line."""
+    for line in text.splitlines():
+        m = _PREFIX.search(line)
+        if m:
+            dev = m.group("dev")
+            yield (int(dev) if dev is not None else None, m.group("level"), m.group("msg").rstrip(),
+                   m.group("host") or "")
+
+
+_SOURCES = ("env", "topology", "net", "warning")
+_PATH_TYPES = {"NVL": "by NVLink", "NVB": "by NVLink through another GPU", "PIX": "through one PCIe switch",
+               "PXB": "through several PCIe switches", "PXN": "through another GPU's PCIe switch",
+               "PHB": "through the CPU's PCIe host bridge", "SYS": "across CPU sockets"}
+
+
+def _add_reason(reasons: dict, msg: str, meaning: str, who, source: str = "net") -> None:
+    entry = reasons.setdefault(msg, {"message": msg, "meaning": meaning, "source": source, "ranks": []})
+    if who is not None and who not in entry["ranks"]:
+        entry["ranks"].append(who)
+
+
+def parse_log(text: str) -> dict:
+    """Read an ``NCCL_DEBUG=INFO`` log (any number of ranks, interleaved or not).
+
+    Returns ``{"version", "cuda_driver_version", "nranks", "nnodes", "ranks", "connections",
+    "env", "network", "ring_flags", "topology", "graphs", "warnings", "results", "summary"}``.
+    ``connections`` has one entry per ``via`` line (rank that logged it, channel, src, dst,
+    direction, via, kind, transport, gdr); ``summary`` gives ``pairs`` (``"0->1"``: transports
+    with their channel counts), the most used ``transport`` and the ``reasons`` found, each with
+    its log ``message``, its ``meaning`` and the ``ranks`` that logged it.
+    """
+    if not isinstance(text, str):
+        raise InvalidArgument("parse_log needs the log's text (str); read the file first")
+    out: dict = {"version": None, "cuda_driver_version": None, "nranks": None, "nnodes": None, "ranks": [],
+                 "connections": [], "env": {}, "network": None, "ring_flags": None, "topology": {},
+                 "graphs": [], "warnings": [], "results": []}
+    ranks: dict[int, dict] = {}
+    reasons: dict[str, dict] = {}
+    for who, level, msg, host in _messages(text):
+        if level == "WARN":
+            out["warnings"].append(msg)
+            _add_reason(reasons, msg, "NCCL warning", who, "warning")
+        if (m := _VIA.search(msg)):
+            conn = {"rank": who, "channel": int(m["ch"]), "conn": None if m["conn"] is None else int(m["conn"]),
+                    "src": int(m["src"]), "dst": int(m["dst"]), "direction": m["dir"], "via": m["via"]}
+            conn.update(classify_via(m["via"]))
+            out["connections"].append(conn)
+            continue
+        if out["version"] is None and (m := _VERSION.search(msg)):
+            out["version"] = m[1]
+        elif out["cuda_driver_version"] is None and (m := _DRIVER.search(msg)):
+            out["cuda_driver_version"] = int(m[1])
+        elif (m := _RANK.search(msg)):
+            r = int(m["rank"])
+            ranks.setdefault(r, {"rank": r, "nranks": int(m["nranks"]), "cuda_dev": int(m["dev"]),
+                                 "nvml_dev": None if m["nvml"] is None else int(m["nvml"]), "bus_id": m["bus"],
+                                 "host": host})
+            out["nranks"] = int(m["nranks"])
+        elif (m := _NODES.search(msg)):
+            out["nnodes"] = int(m[3])
+        elif (m := _ENV.search(msg)):
+            out["env"][m[1]] = m[2]
+            _add_reason(reasons, f"{m[1]}={m[2]}", _ENV_MEANING.get(m[1], "set in the environment"), who, "env")
+        elif (m := _RINGS.search(msg)):
+            out["ring_flags"] = {"PXN": int(m[1]), "GDR": int(m[2])}
+        elif (m := _GRAPH.search(msg)):
+            graph = {"pattern": int(m[1]), "cross_nic": int(m[2]), "nchannels": int(m[3]), "bw_intra": float(m[4]),
+                     "bw_inter": float(m[5]), "type_intra": m[6], "type_inter": m[7]}
+            if graph not in out["graphs"]:
+                out["graphs"].append(graph)
+        elif (m := _TOPO_PATH.search(msg.strip())):
+            for dst, _hops, bw, kind in _TOPO_HOP.findall(m[2]):
+                if dst != m[1]:
+                    out["topology"][f"{m[1]}->{dst}"] = {"type": kind, "bw_gbps": float(bw)}
+        if (m := _NETWORK.search(msg)):
+            out["network"] = m[1]
+        for pattern, meaning in _REASONS:
+            if (m := pattern.search(msg)):
+                _add_reason(reasons, m[0].strip(), meaning.format(*m.groups()), who)
+    for line in text.splitlines():
+        if "NCCL" not in line and (m := _RESULT.match(line)):
+            out["results"].append({"op": m["op"], "size": int(m["size"]), "time_us": float(m["time"]),
+                                   "algbw_gbps": float(m["alg"]), "busbw_gbps": float(m["bus"])})
+    out["ranks"] = [ranks[r] for r in sorted(ranks)]
+    if out["nranks"] is None and ranks:
+        out["nranks"] = len(ranks)
+    for path, hop in out["topology"].items():
+        a, b = path.split("->")
+        if a < b:  # one line per pair of GPUs: NCCL's paths are symmetric
+            how = _PATH_TYPES.get(hop["type"], f"by a {hop['type']} path")
+            _add_reason(reasons, f"{a} <-> {b}: {hop['type']}", f"NCCL's topology joins the two GPUs {how} "
+                                                                 f"({hop['bw_gbps']} GB/s)", None, "topology")
+    ordered = sorted(reasons.values(), key=lambda r: _SOURCES.index(r["source"]))
+    out["summary"] = _summarize(out["connections"], ordered)
+    return out
+
+
+def _summarize(connections: list[dict], reasons: list[dict]) -> dict:
+    pairs: dict[str, dict] = {}
+    seen = set()
+    for c in connections:
+        key = (c["channel"], c["conn"], c["src"], c["dst"], c["transport"])
+        if key in seen:  # the sender and the receiver both log a network connection
+            continue
+        seen.add(key)
+        entry = pairs.setdefault(f"{c['src']}->{c['dst']}", {"transports": {}, "channels": 0})
+        entry["transports"][c["transport"]] = entry["transports"].get(c["transport"], 0) + 1
+        entry["channels"] += 1
+    counts: Counter = Counter()
+    for p in pairs.values():
+        counts.update(p["transports"])
+    return {"pairs": dict(sorted(pairs.items())), "transport": counts.most_common(1)[0][0] if counts else None,
+            "transports": dict(counts), "reasons": reasons}
+
+
+def explain(parsed: dict) -> list[str]:
+    """Sentences a learner can read: which transport each pair of ranks used, and why."""
+    lines = []
+    for pair, p in parsed["summary"]["pairs"].items():
+        used = ", ".join(f"{t} on {n} channel{'s' if n != 1 else ''}" for t, n in p["transports"].items())
+        lines.append(f"rank {pair.replace('->', ' -> rank ')}: {used}")
+    if not parsed["summary"]["pairs"]:
+        lines.append("no connection lines (`Channel ... via ...`): a single rank, or NCCL_DEBUG was not INFO")
+    lines += [f"{r['message']}: {r['meaning']}" for r in parsed["summary"]["reasons"]]
+    return lines
+
+
+# ----------------------------------------------------------------------------------- recorded
+def recorded_logs() -> dict[str, Path]:
+    """The shipped NCCL logs: ``{name: path}``, e.g. ``"h200x2-nvlink-default"``."""
+    return {p.stem: p for p in sorted(_DATA.glob("*.log"))}
+
+
+_GENERATION = {"P2P": "GPU to GPU by peer DMA (GPUDirect P2P)", "SHM": "staged through shared host memory",
+               "NET/Socket": "through the network stack (TCP sockets)",
+               "NET/IB": "RDMA NIC, staged through host memory",
+               "NET/IB/GDRDMA": "RDMA NIC reads GPU memory (GPUDirect RDMA)"}
+
+
+def _generation(transport: str | None) -> str:
+    if not transport:
+        return "unknown"
+    return _GENERATION.get(transport) or _GENERATION.get(transport.split("/")[0], transport)
+
+
+def recorded_summary() -> dict:
+    """The three recorded runs on two NVLinked H200s, one row each: the transport NCCL chose, the
+    bus bandwidth at the largest size and the time at the smallest, read from the logs."""
+    runs = []
+    for name, path in recorded_logs().items():
+        parsed = parse_log(path.read_text())
+        res = parsed["results"]
+        big = max(res, key=lambda r: r["size"]) if res else None
+        small = min(res, key=lambda r: r["size"]) if res else None
+        transport = parsed["summary"]["transport"]
+        runs.append({
+            "name": name.removeprefix("h200x2-nvlink-"), "log": name,
+            "env": {k: v for k, v in parsed["env"].items() if k != "NCCL_NVLS_ENABLE"},
+            "transport": transport, "generation": _generation(transport),
+            "busbw_size": big["size"] if big else None, "busbw_gbps": big["busbw_gbps"] if big else None,
+            "time_size": small["size"] if small else None, "time_us": small["time_us"] if small else None,
+            "results": res,
+        })
+    order = {name: i for i, name in enumerate(_RECORDED_ORDER)}
+    runs.sort(key=lambda r: order.get(r["name"], len(order)))
+    return {"runs": runs, "provenance": dict(_RECORDED_PROVENANCE, source="gdrlab/data/nccl")}
+
+
+
+def bus_bandwidth(size_bytes: int, time_us: float, nranks: int) -> tuple[float, float]:
+    """``(algbw_gbps, busbw_gbps)`` of an all-reduce, nccl-tests' definitions (GB = 1e9 bytes)."""
+    if nranks < 1 or time_us <= 0:
+        raise InvalidArgument("nranks must be >= 1 and time_us > 0")
+    algbw = size_bytes / (time_us * 1e-6) / 1e9
+    return algbw, algbw * 2 * (nranks - 1) / nranks
+
+
+def format_result_line(row: dict) -> str:
+    """One result in the format of the recorded logs (parsed back by :func:`parse_log`)."""
+    return (f"allreduce {row['size']:>10d} B {row['time_us']:>11.1f} us  algbw {row['algbw_gbps']:>8.2f} GB/s  "
+            f"busbw {row['busbw_gbps']:>8.2f} GB/s")
