@@ -1,0 +1,142 @@
+"""``gdrlab model``: modelled latency and bandwidth of every path, crossovers, hybrid policy and
+the parameters of a profile with their sources. Every result is labelled "modelled"."""
+from __future__ import annotations
+
+import sys
+
+from ._common import add_json_flag, emit_json, table
+
+ACTIONS = ("predict", "crossover", "policy", "show", "list")
+
+
+def add_parser(sub):
+    p = sub.add_parser(
+        "model", help="predict latency/bandwidth of every path from a hardware profile",
+        description="Modelled one-way latency (us) and streaming bandwidth (GB/s) of the transfer paths for a "
+                    "named hardware profile. Actions: predict (default), crossover (smallest size at which "
+                    "--b beats --a), policy (which path for which sizes), show (parameters with sources), "
+                    "list (profiles).")
+    p.add_argument("action", nargs="?", default="predict", choices=ACTIONS, help="default: predict")
+    p.add_argument("--list", action="store_true", help="list the profiles (same as the list action)")
+    p.add_argument("--profile", default="hopper-ndr", help="profile name (see --list); default hopper-ndr")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a parameter, e.g. --set p2p_read_gbps=0.8 (repeatable)")
+    p.add_argument("--placement", default=None, choices=("same-switch", "same-host-bridge", "cross-socket"),
+                   help="GPU-NIC placement (default: the profile's topology)")
+    p.add_argument("--path", action="append", default=None,
+                   help="path(s) to predict (repeatable or comma-separated; default: all the profile can run)")
+    p.add_argument("--sizes", default="8:64M", help="e.g. 8,4K,1M or 8:64M (powers of two); default 8:64M")
+    p.add_argument("--wire", default=None, choices=("verbs", "tcp"), help="default: verbs with a NIC, else tcp")
+    p.add_argument("--chunk", default=None, help="pipelined chunk size (default: the profile's, 256K)")
+    p.add_argument("--depth", type=int, default=None, help="pipelined buffers per side (default: the profile's)")
+    p.add_argument("--borrow-nic", default=None, metavar="PROFILE",
+                   help="what-if: add the NIC of another profile (e.g. h200-lab --borrow-nic hopper-ndr)")
+    p.add_argument("--a", default=None, help="crossover: the path used below the crossover")
+    p.add_argument("--b", default=None, help="crossover: the path that may win above it")
+    add_json_flag(p)
+    return p
+
+
+def _overrides(items: list[str]) -> dict[str, float]:
+    from ..errors import InvalidArgument
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidArgument(f"--set wants KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise InvalidArgument(f"--set {key.strip()}: not a number: {value!r}") from None
+    return out
+
+
+def _profile(args):
+    from .. import model
+
+    overrides = _overrides(args.set)
+    prof = model.get_profile(args.profile)
+    if args.borrow_nic:
+        prof = model.borrow_nic(prof, args.borrow_nic)
+    return prof.with_overrides(placement=args.placement, **overrides), overrides
+
+
+def run(args) -> int:
+    from .. import model
+    from ..errors import InvalidArgument
+    from ..units import format_size, parse_size
+
+    action = "list" if args.list else args.action
+    if action == "list":
+        rows = [{"name": n, "description": model.get_profile(n).description} for n in model.profiles()]
+        if args.json:
+            emit_json({"profiles": rows})
+        else:
+            for r in rows:
+                print(f"{r['name']}\n    {r['description']}\n")
+        return 0
+
+    prof, overrides = _profile(args)
+    kw = {}
+    if args.chunk is not None:
+        kw["chunk"] = parse_size(args.chunk)
+    if args.depth is not None:
+        kw["depth"] = args.depth
+    if args.wire is not None:
+        kw["wire"] = args.wire
+    prov = {"kind": "modelled", "profile": prof.name, "placement": prof.placement, "overrides": overrides,
+            "follows": prof.follows}
+
+    if action == "show":
+        params = [{"name": k, "value": prof.params[k], "unit": prof.units[k], "source": prof.sources[k]}
+                  for k in prof.params]
+        doc = {"profile": prof.name, "description": prof.description, "follows": prof.follows,
+               "placement": prof.placement, "n_gpus": prof.n_gpus, "has_nic": prof.has_nic, "wire": prof.wire,
+               "topology": prof.topology, "params": params, "calibration": prof.calibration}
+        if args.json:
+            emit_json(doc)
+        else:
+            print(f"{prof.name}: {prof.description}\nfollows: {prof.follows}; placement {prof.placement}\n")
+            print(table([{**r, "value": f"{r['value']:.6g}"} for r in params], ["name", "value", "unit", "source"]))
+        return 0
+
+    if action == "crossover":
+        if not args.a or not args.b:
+            raise InvalidArgument("crossover needs --a PATH and --b PATH")
+        size = model.crossover(prof, args.a, args.b, **kw)
+        doc = {"profile": prof.name, "a": args.a, "b": args.b, "crossover_bytes": size, "provenance": prov}
+        if args.json:
+            emit_json(doc)
+        elif size is None:
+            print(f"{args.b} never beats {args.a} on {prof.name} (1 B to 1 GiB)  [modelled]")
+        else:
+            print(f"{args.b} beats {args.a} from {size} bytes ({format_size(size)}) on {prof.name}  [modelled]")
+        return 0
+
+    if action == "policy":
+        paths = _paths(args)
+        pol = model.hybrid_policy(prof, paths, **kw)
+        if args.json:
+            emit_json({"profile": prof.name, "policy": pol, "provenance": prov})
+        else:
+            print(f"hybrid policy on {prof.name} ({prof.placement})  [modelled]")
+            print(table(pol, ["lo", "hi", "path"]))
+        return 0
+
+    paths = _paths(args)
+    df = model.predict_all(prof, args.sizes, paths=paths, **kw)
+    rows = df.to_dict(orient="records")
+    if args.json:
+        emit_json({"rows": rows, "provenance": df.attrs["provenance"]})
+    else:
+        print(f"profile {prof.name}, placement {prof.placement}  [modelled]", file=sys.stderr)
+        print(table([{"path": r["path"], "size": r["size"], "lat_us": f"{r['lat_us']:.3f}",
+                      "bw_gbps": f"{r['bw_gbps']:.3f}"} for r in rows], ["path", "size", "lat_us", "bw_gbps"]))
+    return 0
+
+
+def _paths(args):
+    if not args.path:
+        return None
+    return [p.strip() for item in args.path for p in item.split(",") if p.strip()]
