@@ -142,5 +142,6 @@ def run(args) -> int:
         return 0
     print(_fmt(result["results"], RESULT_COLUMNS))
     print()
-    _print_parsed(dict(result["parsed"], results=[]), result["explain"])
+    parsed = result["parsed"]
+    _print_parsed(dict(parsed, results=[], nranks=parsed["nranks"] or result["nranks"]), result["explain"])
     return 0
