@@ -176,6 +176,32 @@ def _fit_simple(rows, stage: str, p: dict, fitted: dict, label: str, fixed_key: 
     return rms
 
 
+def _fit_pageable(rows, p: dict, fitted: dict, label: str):
+    """Per direction: fixed cost and steady rate; the staging chunk (shared) by grid search."""
+    sel = [r for d in ("h2d", "d2h") for r in _rows_for(rows, f"copy-{d}-pageable") if _lat_of(r)]
+    if not sel:
+        return
+    mc = p["cpu_memcpy_gbps"] * 1e3
+    many = len({float(r["size"]) for r in sel}) >= 4
+    chunks = [0.0] + list(np.geomspace(16 << 10, 64 << 20, 49)) if many else [p["pageable_chunk_bytes"]]
+    best = None
+    for c in chunks:
+        err, p2 = 0.0, dict(p, pageable_chunk_bytes=c)
+        for d in ("h2d", "d2h"):
+            rms = _fit_simple(rows, f"copy-{d}-pageable", p2, {}, label, f"pageable_{d}_us",
+                              f"pageable_{d}_gbps", extra=lambda x, c=c: np.minimum(x, c) / mc)
+            err += (rms or 0.0) ** 2
+        if best is None or err < best[0] - 1e-12:
+            best = (err, c)
+    c = best[1]
+    p["pageable_chunk_bytes"] = float(round(c))
+    for d in ("h2d", "d2h"):
+        _fit_simple(rows, f"copy-{d}-pageable", p, fitted, label, f"pageable_{d}_us", f"pageable_{d}_gbps",
+                    extra=lambda x: np.minimum(x, c) / mc)
+    if many:
+        fitted["pageable_chunk_bytes"] = (label, len(sel), float(np.sqrt(best[0] / 2)))
+
+
 def _fit_p2p_staged(rows, p: dict, fitted: dict, label: str):
     sel = [r for r in _rows_for(rows, "p2p-staged") if _lat_of(r)]
     if not sel:
@@ -307,9 +333,8 @@ def calibrate(df: Any, base: str | Profile = "hopper-ndr", name: str = "fitted",
     p = dict(prof0.params)
     fitted: dict[str, tuple[str, int, float]] = {}
     _fit_ce(rows, p, fitted, label)
-    for d in ("h2d", "d2h"):
-        _fit_simple(rows, f"copy-{d}-pageable", p, fitted, label, f"pageable_{d}_us", f"pageable_{d}_gbps")
     _fit_simple(rows, "memcpy", p, fitted, label, "memcpy_us", "cpu_memcpy_gbps")
+    _fit_pageable(rows, p, fitted, label)
     _fit_simple(rows, "p2p", p, fitted, label, "p2p_lat_us", "p2p_gbps")
     _fit_p2p_staged(rows, p, fitted, label)
     _fit_wire(rows, p, fitted, label)

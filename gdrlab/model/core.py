@@ -58,7 +58,10 @@ def ce_rate_gbps(p: dict) -> float:
 
 def _ce(p: dict, direction: str, s: np.ndarray, memory: str = "pinned") -> np.ndarray:
     if memory == "pageable":
-        return p[f"pageable_{direction}_us"] + s / _rate(p[f"pageable_{direction}_gbps"])
+        # The driver copies pageable memory through its own pinned buffers in chunks: a memcpy of
+        # the first chunk before any DMA (fill), then memcpy and DMA overlap at the steady rate.
+        fill = np.minimum(s, p["pageable_chunk_bytes"]) / _rate(p["cpu_memcpy_gbps"])
+        return p[f"pageable_{direction}_us"] + fill + s / _rate(p[f"pageable_{direction}_gbps"])
     launch = p[f"ce_launch_{direction}_us"]
     # Measured copies approach the streaming rate gradually: an extra cost that grows with size and
     # saturates (half of it at ce_ramp_bytes). Empirical; 0 where nothing was measured.

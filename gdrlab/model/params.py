@@ -28,6 +28,8 @@ PARAMS: dict[str, tuple[str, str, str]] = {
     "ce_ramp_bytes": ("bytes", "bytes", "size at which half of that ramp is paid"),
     "pageable_h2d_us": ("us", "time", "synchronous host-to-device copy of a few bytes from pageable memory"),
     "pageable_d2h_us": ("us", "time", "synchronous device-to-host copy of a few bytes into pageable memory"),
+    "pageable_chunk_bytes": ("bytes", "bytes", "the driver's pinned staging chunk for pageable copies: "
+                                               "the first chunk's memcpy is not overlapped (pipeline fill)"),
     "pageable_h2d_gbps": ("GB/s", "rate", "host-to-device copy rate from pageable memory"),
     "pageable_d2h_gbps": ("GB/s", "rate", "device-to-host copy rate into pageable memory"),
     # host CPU
