@@ -1,9 +1,11 @@
 """gdrlab.hw: sysfs readers on synthetic trees, path availability rules, and (GPU) NVML vs nvidia-smi."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -247,3 +249,32 @@ def test_doctor_matches_nvidia_smi_q():
                 for x in (before, smi)}
         assert g["pcie_gen"] in gens
         assert g["gdr_supported"] in (True, False) and g["dmabuf_supported"] in (True, False)
+
+
+# ----------------------------------------------------------------------------- recorded trees
+SYSFS = Path(__file__).parent / "data" / "sysfs"
+
+
+def test_recorded_cpu_vm_has_no_gpu():
+    root = SYSFS / "cpu-vm"
+    manifest = json.loads((root / "MANIFEST.json").read_text())
+    r = hw.discover(root)
+    assert r["pci_device_count"] == manifest["pci"] == 6
+    assert r["gpus"] == [] and "no NVIDIA GPU" in r["gpus_reason"]
+    assert r["rdma_devices"] == []
+    assert [k for k, v in r["paths"].items() if v["available"]] == ["host"]
+
+
+def test_recorded_h200_tree():
+    # Facts from the H200 machine (BAR0 16 MiB, BAR2 256 GiB, BAR4 32 MiB; Gen5 x16 = 32 GT/s;
+    # no RDMA device; nvidia_peermem not loaded), checked against a capture of its sysfs.
+    root = SYSFS / "h200"
+    if not root.is_dir():
+        pytest.skip("no recorded H200 tree yet: capture it with bench/capture_sysfs.py tests/data/sysfs/h200")
+    r = hw.discover(root)
+    assert len(r["gpus"]) == 1
+    g = r["gpus"][0]
+    assert [b["size_bytes"] for b in g["bars"] if b["bar"] != "rom"] == [16 * MiB, 256 * GiB, 32 * MiB]
+    assert g["bar1_total_bytes"] == 256 * GiB
+    assert (g["pcie_gen"], g["pcie_width"]) == (5, 16)
+    assert r["rdma_devices"] == [] and r["peer_memory"]["nvidia_peermem_loaded"] is False

@@ -243,3 +243,69 @@ def test_figure_highlights_the_pair(xeon, dgx2):
     assert len(hl2.x) == 12
     sw = [tr for tr in fig2.data if tr.name == "switch"][0]
     assert len(sw.x) == 12  # three switches per host bridge, four host bridges
+
+
+# A hand-written export in hwloc 1.x form: no version attribute, NUMANode objects as parents of
+# the sockets, osdev_type as an enum (1 GPU, 3 OpenFabrics). NUMA node 0 holds a root port
+# 00:01.0 with a switch (upstream 01:00.0, downstream 02:00.0 and 02:01.0) above GPU 03:00.0
+# and a ConnectX-3 04:00.0 (mlx4_0): one switch -> PIX. NUMA node 1 holds GPU 81:00.0 -> SYS.
+HWLOC1 = """<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE topology SYSTEM "hwloc.dtd">
+<topology>
+ <object type="Machine" os_index="0" cpuset="0x0000000f" nodeset="0x00000003">
+  <object type="NUMANode" os_index="0" cpuset="0x00000003" nodeset="0x00000001" local_memory="1000">
+   <object type="Socket" os_index="0" cpuset="0x00000003" nodeset="0x00000001">
+    <object type="PU" os_index="0" cpuset="0x00000001"/>
+    <object type="PU" os_index="1" cpuset="0x00000002"/>
+   </object>
+   <object type="Bridge" os_index="0" bridge_type="0-1" depth="0" bridge_pci="0000:[00-04]">
+    <object type="Bridge" os_index="16" bridge_type="1-1" depth="1" bridge_pci="0000:[01-04]" pci_busid="0000:00:01.0" pci_type="0604 [8086:0e02] [0000:0000] 04"/>
+   </object>
+  </object>
+  <object type="NUMANode" os_index="1" cpuset="0x0000000c" nodeset="0x00000002" local_memory="1000">
+   <object type="Socket" os_index="1" cpuset="0x0000000c" nodeset="0x00000002">
+    <object type="PU" os_index="2" cpuset="0x00000004"/>
+    <object type="PU" os_index="3" cpuset="0x00000008"/>
+   </object>
+   <object type="Bridge" os_index="1" bridge_type="0-1" depth="0" bridge_pci="0000:[80-81]">
+    <object type="Bridge" os_index="17" bridge_type="1-1" depth="1" bridge_pci="0000:[81-81]" pci_busid="0000:80:01.0" pci_type="0604 [8086:0e02] [0000:0000] 04">
+     <object type="PCIDev" pci_busid="0000:81:00.0" pci_type="0302 [10de:1024] [10de:0983] a1">
+      <object type="OSDev" name="cuda1" osdev_type="1"/>
+     </object>
+    </object>
+   </object>
+  </object>
+ </object>
+</topology>
+"""
+_SWITCH = """
+    <object type="Bridge" bridge_type="1-1" depth="2" bridge_pci="0000:[02-04]" pci_busid="0000:01:00.0" pci_type="0604 [10b5:8747] [10b5:8747] ca">
+     <object type="Bridge" bridge_type="1-1" depth="3" bridge_pci="0000:[03-03]" pci_busid="0000:02:00.0" pci_type="0604 [10b5:8747] [10b5:8747] ca">
+      <object type="PCIDev" pci_busid="0000:03:00.0" pci_type="0302 [10de:1024] [10de:0983] a1">
+       <object type="OSDev" name="cuda0" osdev_type="1"/>
+      </object>
+     </object>
+     <object type="Bridge" bridge_type="1-1" depth="3" bridge_pci="0000:[04-04]" pci_busid="0000:02:01.0" pci_type="0604 [10b5:8747] [10b5:8747] ca">
+      <object type="PCIDev" pci_busid="0000:04:00.0" pci_type="0280 [15b3:1003] [15b3:0055] 00">
+       <object type="OSDev" name="ib0" osdev_type="2"/>
+       <object type="OSDev" name="mlx4_0" osdev_type="3"/>
+      </object>
+     </object>
+    </object>
+"""
+
+
+def test_hwloc1_format():
+    text = HWLOC1.replace('pci_type="0604 [8086:0e02] [0000:0000] 04"/>',
+                          'pci_type="0604 [8086:0e02] [0000:0000] 04">' + _SWITCH + "</object>", 1)
+    t = from_hwloc(text)
+    assert [(d["name"], d["pci_bus_id"], d["numa_node"], d["socket"]) for d in t.devices] == [
+        ("GPU0", "0000:03:00.0", 0, 0), ("GPU1", "0000:81:00.0", 1, 1), ("mlx4_0", "0000:04:00.0", 0, 0)]
+    assert t.matrix() == parse_table("""
+            GPU0  GPU1  mlx4_0
+    GPU0    X     SYS   PIX
+    GPU1    SYS   X     SYS
+    mlx4_0  PIX   SYS   X
+    """)
+    assert t.numa_binding("GPU1")["cpus"] == "2-3"
+    assert t.gdr_decision("GPU0", "mlx4_0")["use_gdr"] is True

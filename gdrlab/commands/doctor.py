@@ -24,7 +24,9 @@ def render(report: dict) -> str:
     """The report as text tables."""
     lines = [f"gdrlab doctor ({report['source']}, {report['provenance']})", ""]
     cuda = report["cuda"]
-    lines.append(f"CUDA driver: {'usable, version ' + str(cuda['driver_version']) if cuda['usable'] else cuda['reason']}")
+    v = int(cuda.get("driver_version") or 0)
+    lines.append(f"CUDA driver: usable, CUDA {v // 1000}.{(v % 1000) // 10}" if cuda["usable"]
+                 else f"CUDA driver: {cuda['reason']}")
     lines += ["", "GPUs"]
     if report["gpus"]:
         rows = [dict(g, bar1_total=_size(g["bar1_total_bytes"]), bar1_used=_size(g["bar1_used_bytes"]),

@@ -85,6 +85,7 @@ class _Builder:
         self.el_by_ref: dict[str, ET.Element] = {}
         self.node_by_el: dict[int, Node] = {}
         self.packages = 0
+        self.package_cpus: dict[int, frozenset[int]] = {}
         self.cpus_by_numa: dict[int, list[int]] = {}
 
     def osdev_is(self, el: ET.Element, want: str) -> bool:
@@ -101,7 +102,8 @@ class _Builder:
             return t == _OSDEV2_GPU or sub in ("cuda", "nvml")
         return t == _OSDEV2_OPENFABRICS or sub == "openfabrics"
 
-    def build(self, el: ET.Element, parent: Node | None, numa: frozenset[int], socket: int | None) -> Node | None:
+    def build(self, el: ET.Element, parent: Node | None, numa: frozenset[int], socket: int | None,
+              cpus: frozenset[int] = frozenset()) -> Node | None:
         typ = el.get("type", "")
         for key in (f"{typ}:{el.get('gp_index')}", el.get("id")):
             if key:
@@ -111,6 +113,9 @@ class _Builder:
         if typ in ("Package", "Socket"):
             self.packages += 1
             socket = int(el.get("os_index", self.packages - 1))
+            self.package_cpus[socket] = frozenset(parse_bitmap(el.get("cpuset")))
+        if el.get("cpuset"):
+            cpus = frozenset(parse_bitmap(el.get("cpuset")))
         if nodeset is not None:
             numa = nodeset
         if typ == "NUMANode" and el.get("os_index") is not None:
@@ -124,6 +129,7 @@ class _Builder:
             if hostbridge:
                 node = parent.add(Node("hostbridge", f"HostBridge {el.get('bridge_pci', '')}".strip(),
                                        numa_nodes=numa, socket=socket))
+                node.attrs["cpuset"] = cpus
             else:
                 node = parent.add(self._pci(el, "bridge", numa, socket))
         elif typ == "PCIDev":
@@ -139,8 +145,18 @@ class _Builder:
             self.node_by_el[id(el)] = node
         here = node if node is not None else parent
         for child in el.findall("object"):
-            self.build(child, here, numa, socket)
+            self.build(child, here, numa, socket, cpus)
         return node
+
+    def fill_sockets(self, root: Node) -> None:
+        """hwloc 1.x hangs I/O below the NUMA node, beside the socket: find the socket whose
+        CPUs cover the host bridge's locality."""
+        for hb in (n for n in root.walk() if n.kind == "hostbridge" and n.socket is None):
+            cs = hb.attrs.get("cpuset") or frozenset()
+            owners = [s for s, cpus in self.package_cpus.items() if cs and cs <= cpus]
+            if len(owners) == 1:
+                for n in hb.walk():
+                    n.socket = owners[0]
 
     def _pci(self, el: ET.Element, kind: str, numa, socket) -> Node:
         busid = el.get("pci_busid")
@@ -234,6 +250,7 @@ def from_hwloc(path_or_text) -> Topology:
     root = b.build(top, None, frozenset(), None)
     assert root is not None
     assign_bridge_roles(root)
+    b.fill_sockets(root)
     pci = [n for n in root.walk() if n.kind in ("device", "bridge")]
     if not pci:
         raise InvalidArgument(f"{name} has no PCI objects: export it with I/O devices "
