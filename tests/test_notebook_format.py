@@ -1,0 +1,87 @@
+"""Committed lab notebooks are clean: nbformat 4.5, cell ids, no outputs, consistent nbgrader
+metadata, and identical to what their generators produce."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = sorted((ROOT / "labs" / "source").glob("*/*.ipynb"))
+IDS = [p.parent.name for p in SOURCES]
+_ID = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
+
+
+def _nb(path):
+    return nbformat.read(path, as_version=4)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_schema_and_cell_ids(path):
+    nb = _nb(path)
+    nbformat.validate(nb)
+    assert (nb.nbformat, nb.nbformat_minor) >= (4, 5)
+    ids = [c.get("id") for c in nb.cells]
+    assert all(i and _ID.match(i) for i in ids), "every cell needs an id"
+    assert len(set(ids)) == len(ids), "cell ids must be unique"
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+    assert path.stem == path.parent.name, "labs/source/<lab>/<lab>.ipynb"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_no_outputs_committed(path):
+    for cell in _nb(path).cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"cell {cell.id} has outputs"
+            assert cell.execution_count is None, f"cell {cell.id} has an execution count"
+            assert "execution" not in cell.metadata, f"cell {cell.id} carries execution timestamps"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_nbgrader_metadata_is_consistent(path):
+    nb = _nb(path)
+    grade_ids, points, solutions, tests = [], 0.0, 0, 0
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader")
+        src = cell.source
+        if meta is None:
+            assert "### BEGIN SOLUTION" not in src, f"cell {cell.id} has a solution but no nbgrader metadata"
+            continue
+        assert meta.get("schema_version") == 3
+        assert meta.get("grade_id") and meta["grade_id"] not in grade_ids, f"grade_id of {cell.id}"
+        grade_ids.append(meta["grade_id"])
+        if meta.get("solution"):
+            assert not meta.get("locked")
+            if cell.cell_type == "code":
+                solutions += 1
+                assert "### BEGIN SOLUTION" in src and "### END SOLUTION" in src, cell.id
+        if meta.get("grade"):
+            assert meta.get("points", 0) > 0, f"graded cell {cell.id} has no points"
+            points += meta["points"]
+            if cell.cell_type == "code" and not meta.get("solution"):
+                tests += 1
+                assert meta.get("locked"), f"test cell {cell.id} must be locked"
+                assert "### BEGIN SOLUTION" not in src
+                if "### BEGIN HIDDEN TESTS" in src:
+                    assert "### END HIDDEN TESTS" in src
+    assert solutions >= 2 and tests >= 2, "each lab needs at least two graded exercises"
+    assert any("### BEGIN HIDDEN TESTS" in c.source for c in nb.cells), "some tests should be hidden"
+    assert points > 0
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_notebooks_say_nothing_about_how_they_were_made(path):
+    text = path.read_text(encoding="utf-8")
+    for word in ("/work/", "claude", "chatgpt", "language model"):
+        assert word not in text.lower(), f"{word!r} appears in {path.name}"
+
+
+def test_committed_notebooks_match_their_generators():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_labs.py"), "--check"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
