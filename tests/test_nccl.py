@@ -300,3 +300,72 @@ def test_multigpu_nccl_transports():
     kinds = {name: {c["kind"] for c in run["parsed"]["connections"]} for name, run in runs.items()}
     assert "P2P" not in kinds["p2p_off"]
     assert kinds["p2p_shm_off"] == {"NET"}
+
+
+FAKE_DIST = '''
+import os
+_n = None
+class ReduceOp:
+    SUM, MAX = "sum", "max"
+def is_nccl_available():
+    return True
+def init_process_group(backend, init_method, rank, world_size, timeout):
+    global _n
+    _n = world_size
+    p = f"fake:{os.getpid()}:{os.getpid()} [{rank}] NCCL INFO "
+    print(p + "NCCL version 0.0.0+fake", flush=True)
+    print(p + f"Channel 00/0 : {rank}[{rank}] -> {(rank + 1) % world_size}[0] via SHM/direct/direct", flush=True)
+    for k in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_NVLS_ENABLE"):
+        if k in os.environ:
+            print(p + f"{k} set by environment to {os.environ[k]}.", flush=True)
+def all_reduce(t, op="sum"):
+    if op == "sum" and t.a[0] != 0:
+        t.a[:] = _n * (_n + 1) / 2  # what a real sum of rank+1 over the ranks gives
+def destroy_process_group():
+    pass
+'''
+FAKE_TORCH = '''
+import numpy as np
+from . import cuda, distributed
+float32, float64 = np.float32, np.float64
+class device:
+    def __init__(self, kind, index):
+        pass
+class T:
+    def __init__(self, a):
+        self.a = a
+    def __getitem__(self, i):
+        return T(self.a[i:i + 1] if i >= 0 else self.a[i:])
+    def item(self):
+        return self.a.reshape(-1)[0].item()
+def full(shape, value, dtype, device):
+    return T(np.full(shape, value, dtype=dtype))
+def tensor(values, dtype, device):
+    return T(np.array(values, dtype=dtype))
+'''
+
+
+def test_run_plumbing_with_a_stand_in_torch(tmp_path, monkeypatch):
+    """Two rank processes, their environment, log capture and results, with a numpy stand-in for
+    torch that prints NCCL-style lines: everything but the GPUs."""
+    pkg = tmp_path / "torch"
+    (pkg / "distributed").mkdir(parents=True)
+    (pkg / "__init__.py").write_text(FAKE_TORCH)
+    (pkg / "cuda.py").write_text("def set_device(i):\n    pass\ndef synchronize():\n    pass\n")
+    (pkg / "distributed" / "__init__.py").write_text(FAKE_DIST)
+    from gdrlab import engine
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path) + ":" + __import__("os").environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")  # must be overridden
+    monkeypatch.setattr(engine, "gpus", lambda: [{"name": "stand-in"}, {"name": "stand-in"}])
+    monkeypatch.setattr(engine, "cuda_status", lambda: {"usable": True, "reason": "", "driver_version": 0})
+    r = nccl.run_allreduce("8,64K", ["p2p"], iters=4, use="torch", timeout_s=60)
+    assert r["nranks"] == 2 and r["backend"] == "torch"
+    assert [(x["size"], x["iters"], x["verified"]) for x in r["results"]] == [(8, 4, True), (65536, 4, True)]
+    for x in r["results"]:
+        assert x["algbw_gbps"] == pytest.approx(x["size"] / x["time_us"] / 1e3)
+        assert x["busbw_gbps"] == pytest.approx(x["algbw_gbps"])  # 2 ranks: factor 2*(2-1)/2 = 1
+    # what the rank processes saw in their environment, read back from their log
+    assert r["parsed"]["env"] == {"NCCL_P2P_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"}
+    assert r["parsed"]["version"] == "0.0.0+fake"
+    assert set(r["parsed"]["summary"]["pairs"]) == {"0->1", "1->0"}
+    assert "allreduce" in r["log"] and [x["size"] for x in r["parsed"]["results"]] == [8, 65536]

@@ -186,3 +186,32 @@ def test_multigpu_peer_on_beats_peer_off():
                 compared += 1
     if compared == 0:
         pytest.skip("no GPU pair here can use peer access (cuDeviceCanAccessPeer = 0 everywhere)")
+
+
+def test_cli_with_a_faked_two_gpu_engine(monkeypatch, capsys):
+    """The command's plumbing, without GPUs: engine calls replaced by fakes."""
+    import pandas as pd
+
+    from gdrlab import cli, engine
+    calls = []
+
+    def fake_p2p_bench(src, dst, sizes, iters=None, *, peer_access=True, bidirectional=False, progress=None):
+        calls.append((src, dst, list(sizes), iters, peer_access, bidirectional))
+        bw = 300.0 if peer_access else 30.0
+        return pd.DataFrame([{"src": src, "dst": dst, "size": sizes[0], "lat_p50_us": 5.0 if peer_access else 20.0,
+                              "bw_gbps": bw * (2 if bidirectional else 1)}])
+
+    monkeypatch.setattr(engine, "gpus", lambda: [{"name": "fake GPU"}, {"name": "fake GPU"}])
+    monkeypatch.setattr(engine, "cuda_status", lambda: {"usable": True, "reason": "", "driver_version": 1})
+    monkeypatch.setattr(engine, "p2p_bench", fake_p2p_bench)
+    monkeypatch.setattr(p2p, "live_can_access", lambda a, b: True)
+    assert cli.main(["p2p-matrix", "--sizes", "16,1M", "--iters", "7", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["uni_bw_gbps"]["peer_on"] == [[None, 300.0], [300.0, None]]
+    assert r["bidir_bw_gbps"]["peer_off"] == [[None, 60.0], [60.0, None]]
+    assert r["lat_us"]["peer_off"][1][0] == 20.0
+    assert r["provenance"]["kind"] == "live" and r["provenance"]["gpus"] == ["fake GPU", "fake GPU"]
+    assert {c[3] for c in calls} == {7} and {tuple(c[2]) for c in calls} == {(16,), (1 << 20,)}
+    assert cli.main(["p2p-matrix", "--sizes", "16,1M", "--iters", "7"]) == 0
+    text = capsys.readouterr().out
+    assert "300.0" in text and "1MiB" in text and "16 B" in text
