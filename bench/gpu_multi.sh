@@ -23,7 +23,8 @@ echo "exit $?"; tail -2 "$OUT/p2p_matrix.err"
 step "nccl"
 for cfg in default:"" p2p_off:p2p p2p_shm_off:p2p,shm; do
   name=${cfg%%:*}; disable=${cfg#*:}
-  timeout 120 $PY -m gdrlab nccl --sizes 8,64K,1M,16M,256M ${disable:+--disable $disable} --json \
+  # --timeout lets gdrlab stop its own rank processes before the outer timeout would
+  timeout 150 $PY -m gdrlab nccl --sizes 8,64K,1M,16M,256M ${disable:+--disable $disable} --timeout 120 --json \
     --save-log "$OUT/nccl-$name.log" > "$OUT/nccl-$name.json" 2> "$OUT/nccl-$name.err"
   rc=$?
   $PY - "$OUT/nccl-$name.json" "$name" "$rc" <<'PYEOF'

@@ -19,7 +19,7 @@ from .errors import InvalidArgument, Unavailable
 from .units import format_size, parse_sizes
 
 __all__ = [
-    "MATRICES", "DEFAULT_LAT_SIZE", "DEFAULT_BW_SIZE", "Measure", "CanAccess", "choose_sizes",
+    "P2P_PATHS", "bench_path", "MATRICES", "DEFAULT_LAT_SIZE", "DEFAULT_BW_SIZE", "Measure", "CanAccess", "choose_sizes",
     "require_gpus", "live_measure", "live_can_access", "p2p_matrix", "format_matrix", "format_report",
     "recorded_matrix",
 ]
@@ -35,6 +35,9 @@ MATRICES = (
 )
 _ACCESS = {True: "peer_on", False: "peer_off"}
 _ACCESS_TEXT = {"peer_on": "peer access on: p2p", "peer_off": "peer access off: p2p-staged, through host memory"}
+
+#: the two GPU-to-GPU paths of DESIGN's vocabulary and the peer-access setting each one means
+P2P_PATHS = {"p2p": True, "p2p-staged": False}
 
 #: ``measure(src, dst, size_bytes, peer_access, bidirectional)`` -> ``{"lat_p50_us", "bw_gbps"}``
 Measure = Callable[[int, int, int, bool, bool], dict]
@@ -59,12 +62,27 @@ def require_gpus(n_gpus: int, reason: str = "") -> None:
                           f"{n_gpus}{why}")
 
 
+def bench_path(path: str = "p2p", src: int = 0, dst: int = 1, sizes="8:256M", iters: int | None = None, *,
+               bidirectional: bool = False, progress: Callable | None = None):
+    """Measure the ``p2p`` (peer DMA) or ``p2p-staged`` (through host memory) path from GPU ``src``
+    to GPU ``dst``, or both ways at once with ``bidirectional``. One DataFrame row per size, as
+    :func:`gdrlab.engine.p2p_bench`, with ``path`` and ``direction`` columns added."""
+    if path not in P2P_PATHS:
+        raise InvalidArgument(f"unknown GPU-to-GPU path {path!r}; valid: {', '.join(P2P_PATHS)}")
+    from . import engine
+    df = engine.p2p_bench(src, dst, sizes, iters, peer_access=P2P_PATHS[path], bidirectional=bidirectional,
+                          progress=progress)
+    df.insert(0, "path", path)
+    df.insert(1, "direction", f"GPU{src}<->GPU{dst}" if bidirectional else f"GPU{src}->GPU{dst}")
+    return df
+
+
 def live_measure(iters: int | None = None) -> Measure:
     """A :data:`Measure` that runs the engine's ``cuMemcpyPeerAsync`` loop on this machine."""
     def measure(src: int, dst: int, size: int, peer_access: bool, bidirectional: bool) -> dict:
-        from .engine import p2p_bench
-        row = p2p_bench(src, dst, [size], iters, peer_access=peer_access,
-                        bidirectional=bidirectional).iloc[0]
+        from . import engine
+        row = engine.p2p_bench(src, dst, [size], iters, peer_access=peer_access,
+                               bidirectional=bidirectional).iloc[0]
         return {"lat_p50_us": float(row["lat_p50_us"]), "bw_gbps": float(row["bw_gbps"])}
     return measure
 

@@ -215,3 +215,23 @@ def test_cli_with_a_faked_two_gpu_engine(monkeypatch, capsys):
     assert cli.main(["p2p-matrix", "--sizes", "16,1M", "--iters", "7"]) == 0
     text = capsys.readouterr().out
     assert "300.0" in text and "1MiB" in text and "16 B" in text
+
+
+def test_bench_path_maps_names_to_peer_access(monkeypatch):
+    import pandas as pd
+
+    from gdrlab import engine
+    seen = []
+
+    def fake(src, dst, sizes, iters=None, *, peer_access=True, bidirectional=False, progress=None):
+        seen.append((src, dst, peer_access, bidirectional))
+        return pd.DataFrame([{"src": src, "dst": dst, "size": 8, "bw_gbps": 1.0}])
+
+    monkeypatch.setattr(engine, "p2p_bench", fake)
+    df = p2p.bench_path("p2p-staged", 1, 0, "8")
+    assert seen[-1] == (1, 0, False, False)
+    assert list(df.columns[:2]) == ["path", "direction"] and df["direction"][0] == "GPU1->GPU0"
+    df = p2p.bench_path("p2p", 0, 1, "8", bidirectional=True)
+    assert seen[-1] == (0, 1, True, True) and df["path"][0] == "p2p" and df["direction"][0] == "GPU0<->GPU1"
+    with pytest.raises(InvalidArgument, match="p2p, p2p-staged"):
+        p2p.bench_path("nvlink")
