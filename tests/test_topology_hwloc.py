@@ -35,7 +35,6 @@ IBM POWER8 Minsky (power8gpudistances.xml). Four P100 each alone below its own h
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest

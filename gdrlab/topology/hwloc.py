@@ -20,8 +20,6 @@ __all__ = ["from_hwloc", "parse_bitmap"]
 # hwloc 3 stores osdev_type as a bit mask; hwloc 1.x/2.x as an enum.
 _OSDEV3_GPU, _OSDEV3_OPENFABRICS = 1 << 2, 1 << 5
 _OSDEV2_GPU, _OSDEV2_OPENFABRICS = 1, 3
-# hwloc's NVML backend adds 20000 MB/s per NVLink 1.0 link, 25000 per NVLink 2-4 link.
-_NVLINK_MBPS = (25000, 20000)
 _PCI_TYPE = re.compile(r"^([0-9a-fA-F]{4})\s+\[([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\]")
 
 
@@ -121,7 +119,8 @@ class _Builder:
         if typ == "NUMANode" and el.get("os_index") is not None:
             self.cpus_by_numa[int(el.get("os_index"))] = parse_bitmap(el.get("cpuset"))
         if typ == "Machine" or parent is None:
-            node = Node("machine", _info(el, "DMIProductName") or "Machine", numa_nodes=numa or frozenset())
+            node = Node("machine", _info(el, "DMIProductName") or _info(el, "PlatformModel") or "Machine",
+                        numa_nodes=numa or frozenset())
         elif typ in ("Package", "Socket"):
             node = parent.add(Node("package", f"Package {socket}", numa_nodes=numa, socket=socket))
         elif typ == "Bridge":
@@ -203,6 +202,7 @@ def _nvlink_matrix(root: ET.Element, b: _Builder, gpu_names: dict[int, str], gpu
         else:
             ends.append(("cpu", r))  # Package or other CPU-side object (POWER NVLink to CPU)
     off = [vals[i * n + j] for i in range(n) for j in range(n) if i != j and vals[i * n + j]]
+    # hwloc's NVML backend adds 20000 MB/s per NVLink 1 link (P100) and 25000 per NVLink 2-4 link.
     models = " ".join(gpu_models.values())
     per_link = 20000 if ("P100" in models or (off and all(v % 25000 for v in off))) else 25000
     links: dict[tuple[str, str], int] = {}
