@@ -16,15 +16,18 @@ echo "GPUs: $NGPU" | tee "$OUT/gpus.txt"
 nvidia-smi topo -m > "$OUT/nvidia-smi-topo.txt" 2>&1
 
 step "p2p-matrix"
-timeout 150 $PY -m gdrlab p2p-matrix --sizes 8,256M --json > "$OUT/p2p_matrix.json" 2> "$OUT/p2p_matrix.err"
+# the outer timeouts add up to less than the 300 s gpu_suite.sh allows this script
+timeout 70 $PY -m gdrlab p2p-matrix --sizes 8,256M --json > "$OUT/p2p_matrix.json" 2> "$OUT/p2p_matrix.err"
 echo "exit $?"; tail -2 "$OUT/p2p_matrix.err"
-[ "$NGPU" -ge 2 ] && timeout 150 $PY -m gdrlab p2p-matrix --sizes 8,256M > "$OUT/p2p_matrix.txt" 2>&1
+$PY -c "import json, sys; from gdrlab.p2p import format_report; d = json.load(open(sys.argv[1]));
+print(format_report(d) if 'error' not in d else d['error']['message'])" "$OUT/p2p_matrix.json" \
+  | tee "$OUT/p2p_matrix.txt" | head -30
 
 step "nccl"
 for cfg in default:"" p2p_off:p2p p2p_shm_off:p2p,shm; do
   name=${cfg%%:*}; disable=${cfg#*:}
   # --timeout lets gdrlab stop its own rank processes before the outer timeout would
-  timeout 150 $PY -m gdrlab nccl --sizes 8,64K,1M,16M,256M ${disable:+--disable $disable} --timeout 120 --json \
+  timeout 55 $PY -m gdrlab nccl --sizes 8,64K,1M,16M,256M ${disable:+--disable $disable} --timeout 45 --json \
     --save-log "$OUT/nccl-$name.log" > "$OUT/nccl-$name.json" 2> "$OUT/nccl-$name.err"
   rc=$?
   $PY - "$OUT/nccl-$name.json" "$name" "$rc" <<'PYEOF'
@@ -46,7 +49,7 @@ done
 if command -v mpirun > /dev/null; then
   step "bench --mpi (two ranks on this host)"
   FLAGS=""; mpirun --version 2>&1 | grep -q "Open MPI" && FLAGS="--allow-run-as-root --oversubscribe"
-  timeout 120 mpirun $FLAGS -n 2 -x NCCL_NVLS_ENABLE $PY -m gdrlab bench --mpi --path host --sizes 8,64K,1M --json \
+  timeout 60 mpirun $FLAGS -n 2 -x NCCL_NVLS_ENABLE $PY -m gdrlab bench --mpi --path host --sizes 8,64K,1M --json \
     > "$OUT/bench_mpi_host.json" 2> "$OUT/bench_mpi_host.err"
   echo "exit $?"
 fi
