@@ -32,7 +32,8 @@ def add_parser(sub):
     p.add_argument("--save-log", default=None, metavar="FILE",
                    help="write the captured NCCL log here (with --compare: FILE.<name>)")
     add_json_flag(p)
-    sub2 = p.add_subparsers(dest="nccl_action", metavar="ACTION")
+    sub2 = p.add_subparsers(dest="nccl_action", metavar="[parse LOGFILE | recorded]", required=False,
+                            title="instead of a run (optional)")
     parse = sub2.add_parser("parse", help="read a saved NCCL_DEBUG=INFO log",
                             description="Which transport NCCL chose for each pair of ranks and why, from "
                                         "a log file or the name of a recorded log (see `gdrlab nccl recorded`).")
