@@ -105,3 +105,25 @@ def test_figure_of_two_socket_tree(tmp_path):
     assert kinds["highlighted path"] == 8 * 3
     with pytest.raises(ValueError, match="no device named"):
         figure(t, highlight=("GPU0", "mlx5_9"))
+
+
+def test_capture_script_round_trip(tmp_path):
+    # bench/capture_sysfs.py copies a tree that reads back the same, and leaves binaries behind
+    import subprocess
+    import sys
+    from pathlib import Path
+    src, out = tmp_path / "src", tmp_path / "copy"
+    t = gpu_nic_same_switch(src)
+    (t.dirs["0000:03:00.0"] / "resource0").write_bytes(b"\0" * 16)
+    (t.dirs["0000:03:00.0"] / "config").write_bytes(b"\xde\x10\x35\x23")
+    script = Path(__file__).resolve().parent.parent / "bench" / "capture_sysfs.py"
+    p = subprocess.run([sys.executable, str(script), str(out), "--root", str(src)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert not list(out.rglob("resource0")) and not list(out.rglob("config"))
+    a, b = from_sysfs(src), from_sysfs(out)
+    assert a.matrix() == b.matrix() and [d["pci_bus_id"] for d in a.devices] == [d["pci_bus_id"] for d in b.devices]
+    assert b.matrix()["GPU0"]["mlx5_0"] == "PIX"
+    p = subprocess.run([sys.executable, str(script), str(out), "--root", str(tmp_path / "none")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "does not exist" in p.stderr

@@ -99,6 +99,7 @@ def _gpus(root, live: bool, pci: list[dict]) -> tuple[list[dict], str, dict]:
                                if isinstance(v, int) and v >= 0), None),
             "gdr_supported": bool(c["gdr_supported"]) if "gdr_supported" in c else None,
             "dmabuf_supported": bool(c["dmabuf_supported"]) if "dmabuf_supported" in c else None,
+            "gdr_vmm_supported": bool(c["gdr_vmm_supported"]) if "gdr_vmm_supported" in c else None,
             "cuda_usable": bool(c),
             "total_mem_bytes": c.get("total_mem_bytes"),
             "compute_capability": c.get("compute_capability"),
