@@ -11,6 +11,7 @@ limited resource, and fits profiles to measurements. Every result is labelled "m
 from __future__ import annotations
 
 from .bar1 import bar1_available_bytes, register_mr
+from .fit import calibrate
 from .core import (NETWORK_PATHS, PATHS, STAGES, WIRES, available_paths, bandwidth_gbps, latency_us,
                    predict, predict_all, stage_us)
 from .params import PARAMS, PLACEMENTS, param_names
@@ -23,8 +24,3 @@ __all__ = [
     "available_paths", "crossover", "hybrid_policy", "register_mr", "bar1_available_bytes", "calibrate",
 ]
 
-
-def calibrate(df, base="hopper-ndr", name="fitted", **kw):
-    """Fit a profile to measurements; see :func:`gdrlab.model.calibrate.calibrate`."""
-    from .calibrate import calibrate as _calibrate
-    return _calibrate(df, base=base, name=name, **kw)

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from .calibrate import calibrate, row_target
+from .fit import calibrate, row_target
 from .profile import PROFILE_DIR, Profile, _cache
 
 __all__ = ["RECORDED_DIR", "CURRICULUM_FILE", "recorded_files", "load_recorded", "build_h200_lab", "main"]

@@ -138,7 +138,12 @@ def _fit_ce(rows, p: dict, fitted: dict, label: str):
         if k == "_x":
             if v > 0:
                 rate = 1.0 / v / 1e3
-                p["ce_eff"] = min(1.0, rate / p["gpu_pcie_gbps"])
+                if rate > p["gpu_pcie_gbps"]:
+                    # Faster than the base profile's link: that link is not this machine's. Keep
+                    # the base's efficiency and infer the link from it.
+                    p["gpu_pcie_gbps"] = rate / p["ce_eff"]
+                    fitted["gpu_pcie_gbps"] = (label + " (copy rate above the base link; inferred)", len(sel), rms)
+                p["ce_eff"] = rate / p["gpu_pcie_gbps"]
                 fitted["ce_eff"] = (label, len(sel), rms)
         else:
             p[k] = v
