@@ -58,7 +58,7 @@ def test_peer_memory_dmabuf_usable(tmp_path):
 def test_discover_recorded_tree(tmp_path):
     gpu_nic_same_switch(tmp_path)
     r = hw.discover(tmp_path)
-    assert r["provenance"] == "recorded"
+    assert r["provenance"]["kind"] == "recorded"
     assert [g["pci_bus_id"] for g in r["gpus"]] == ["0000:03:00.0", "0000:05:00.0"]
     g = r["gpus"][0]
     # NVIDIA's "BAR1" is the second memory BAR: sysfs BAR2 here, 256 GiB

@@ -22,7 +22,8 @@ def _size(n):
 
 def render(report: dict) -> str:
     """The report as text tables."""
-    lines = [f"gdrlab doctor ({report['source']}, {report['provenance']})", ""]
+    lines = [f"gdrlab doctor ({report['source']}, {report['provenance']['kind']}, "
+             f"{report['provenance']['date']})", ""]
     cuda = report["cuda"]
     v = int(cuda.get("driver_version") or 0)
     lines.append(f"CUDA driver: usable, CUDA {v // 1000}.{(v % 1000) // 10}" if cuda["usable"]

@@ -134,10 +134,17 @@ def discover(root="/", probe_libs: bool | None = None) -> dict:
         n: {"found": False, "path": None, "version": None, "reason": "not probed (recorded tree)"}
         for n in LIBRARIES}
     rdma = rdma_devices(root)
+    from .. import __version__
+    source = f"live, {platform.node()}" if live else f"recorded sysfs tree {os.fspath(root)}"
     report = {
-        "provenance": "live" if live else "recorded",
-        "source": (f"live, {platform.node()}" if live else f"recorded sysfs tree {os.fspath(root)}"),
-        "time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        # the same provenance block as every other gdrlab dataset (gdrlab.recorded reads it)
+        "provenance": {"kind": "live" if live else "recorded",
+                       "host": platform.node() if live else None,
+                       "hardware": source,
+                       "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                       "gdrlab": __version__,
+                       "command": "gdrlab doctor" + ("" if live else f" --sysfs {os.fspath(root)}")},
+        "source": source,
         "cuda": status,
         "gpus": gpus,
         "gpus_reason": gpus_reason,

@@ -27,8 +27,9 @@ def path_availability(report: dict) -> dict[str, dict]:
 
     out["host"] = _entry(True, "host buffers over a tcp wire: needs nothing")
     if n_gpus:
-        gpu_ok = (True, f"{n_gpus} CUDA GPU(s) usable (driver {cuda.get('driver_version') or '?'}); "
-                        "the engine runs it over tcp")
+        v = int(cuda.get("driver_version") or 0)
+        ver = f"CUDA {v // 1000}.{(v % 1000) // 10}" if v else "CUDA"
+        gpu_ok = (True, f"{n_gpus} GPU(s) usable through the {ver} driver; the engine runs it over tcp")
     else:
         why = cuda.get("reason") or "no CUDA GPU found"
         gpu_ok = (False, f"no usable CUDA GPU: {why}")

@@ -172,7 +172,7 @@ class Topology:
             gdr[g] = {n: self.gdr_decision(g, n, level) for n in self.nics}
         return {
             "source": self.source,
-            "provenance": self.provenance,
+            "provenance": {"kind": self.provenance, "hardware": self.source},
             "devices": [dict(d) for d in self.devices],
             "matrix": self.matrix(),
             "pcie": self.pcie_matrix(),
