@@ -274,7 +274,7 @@ def bandwidth_gbps(profile: Profile | str, path: str, sizes: Any, **kw) -> np.nd
 def _provenance(prof: Profile, wire: str, overrides: dict, chunk: float, depth: float) -> dict:
     from .. import __version__
     return {"kind": "modelled", "profile": prof.name, "placement": prof.placement, "wire": wire,
-            "overrides": {k: float(v) for k, v in overrides.items()}, "follows": prof.follows,
+            "overrides": dict(prof.overrides), "follows": prof.follows,
             "chunk": int(chunk), "depth": int(depth), "gdrlab": __version__}
 
 

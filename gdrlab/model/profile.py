@@ -47,6 +47,7 @@ class Profile:
         self.params = {k: check_value(k, params[k]) for k in PARAMS}
         self.sources = {k: str(sources.get(k, "unspecified")) for k in PARAMS}
         self.calibration = copy.deepcopy(calibration) if calibration else None
+        self.overrides: dict[str, float] = {}  # what-if changes applied to the named profile
         if placement is None:
             placement = self.topology.get("placement")
         if placement is None:
@@ -92,6 +93,7 @@ class Profile:
         new.params = dict(self.params)
         new.sources = dict(self.sources)
         new.topology = copy.deepcopy(self.topology)
+        new.overrides = dict(self.overrides)
         if placement is not None:
             if placement not in PLACEMENTS:
                 raise InvalidArgument(f"unknown placement {placement!r}; valid: {', '.join(PLACEMENTS)}")
@@ -99,6 +101,7 @@ class Profile:
         for key, value in overrides.items():
             real = resolve_alias(key, new.placement)
             new.params[real] = check_value(real, value)
+            new.overrides[key] = new.params[real]
             new.sources[real] = f"override (profile value {self.params.get(real)!r}: {self.sources.get(real)})"
         if new.params["bar1_reserved_bytes"] >= new.params["bar1_bytes"]:
             raise InvalidArgument("bar1_reserved_bytes must be smaller than bar1_bytes")
