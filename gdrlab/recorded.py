@@ -116,7 +116,7 @@ def provenance_label(prov: Any) -> str:
         return f"live on {where}" + (f" ({gpu})" if gpu else "")
     if kind == "recorded":
         hw = prov.get("hardware") or "unnamed hardware"
-        date = prov.get("date")
+        date = str(prov.get("date") or "")[:10]  # the day is enough for a legend
         return f"recorded on {hw}" + (f" ({date})" if date else "")
     profile = prov.get("profile") or "unnamed profile"
     return f"modelled, profile {profile}"
@@ -142,17 +142,18 @@ class LiveOrRecorded:
 
 
 def live_or_recorded(measure_fn: Callable[[], Any] | None, recorded_name: str | None, *,
-                     live: bool = True) -> LiveOrRecorded:
+                     live: bool = True, why_not_live: str = "live measurement skipped") -> LiveOrRecorded:
     """Measure now if this machine can; otherwise load ``recorded_name``.
 
     ``measure_fn()`` returns a DataFrame (the engine's functions tag it as live). It may raise
     :class:`gdrlab.errors.Unavailable` (no GPU, no second GPU, ...): that reason becomes ``why``.
-    ``live=False`` skips the measurement (for example under the autograder). When neither works,
+    ``live=False`` skips the measurement (no GPU here, or the autograder), and ``why_not_live``
+    says why in ``why``. When neither works,
     ``source`` is ``"none"`` and ``data`` is None; the caller shows ``why`` instead of a plot.
     """
     from .errors import Unavailable
 
-    reason = "live measurement skipped"
+    reason = why_not_live
     if measure_fn is not None and live:
         try:
             df = measure_fn()

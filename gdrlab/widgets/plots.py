@@ -19,6 +19,8 @@ AXIS_TITLES = {
     "lat_mean_us": "latency, mean (µs)",
     "allocated_bytes": "allocated (bytes)",
     "bar1_used_bytes": "BAR1 used (bytes)",
+    "bar1_delta_bytes": "BAR1 used, increase (bytes)",
+    "bar1_free_after_bytes": "BAR1 left after registering (bytes)",
 }
 # A model frame has lat_us; measured frames have lat_p50_us etc. Plot the nearest match.
 _Y_FALLBACKS = {"lat_p50_us": ("lat_us",), "lat_min_us": ("lat_us",), "lat_mean_us": ("lat_us",),

@@ -49,13 +49,16 @@ class SweepWidget:
         Curves drawn before the sweep starts (recorded or modelled, with provenance).
     redraw_s : float
         At most one figure update per this many seconds (updates are batched).
+    x_title : str, optional
+        Title of the x axis when ``size`` is not a message size (e.g. bytes allocated).
 
     In quick mode (:func:`gdrlab.widgets.quick_mode`) :meth:`start` measures a few sizes in the
     calling thread and starts no background thread.
     """
 
     def __init__(self, measure_fn: Callable[[int], Any], sizes: Any, *, y: str = "bw_gbps", name: str = "live",
-                 title: str = "", model: Any = None, redraw_s: float = 0.25, log_y: bool | None = None):
+                 title: str = "", model: Any = None, redraw_s: float = 0.25, log_y: bool | None = None,
+                 x_title: str | None = None):
         import ipywidgets as w
         import plotly.graph_objects as go
 
@@ -81,7 +84,7 @@ class SweepWidget:
         log_y = (y != "bw_gbps") if log_y is None else log_y
         self.figure.update_layout(
             title=f"{title} (live + overlays)" if title else "live sweep", height=420,
-            xaxis={"title": axis_title("size"), "type": "log"},
+            xaxis={"title": x_title or axis_title("size"), "type": "log"},
             yaxis={"title": axis_title(y), "type": "log" if log_y else "linear"},
             legend={"orientation": "h", "y": -0.25})
         self.progress = w.IntProgress(value=0, min=0, max=len(self.sizes), description="sizes")

@@ -1,0 +1,273 @@
+"""Lab 01, BAR1 exposure: BAR sizes from sysfs and NVML, BAR1 use while allocating, a dma-buf
+export the CPU cannot map, and the K20's 256 MB wall in the model.
+
+Live where a GPU is; elsewhere the recorded H200 files (``h200-bar1``, ``h200-dmabuf``) when they
+ship, and the model (:func:`gdrlab.model.register_mr`) everywhere.
+"""
+from __future__ import annotations
+
+import errno
+import os
+from typing import Any
+
+__all__ = ["MiB", "GiB", "K20_PROFILE", "errno_name", "gpu_bars", "nvml_bar1", "h200_bars", "bar1_measure",
+           "bar1_recorded", "bar1_data", "bar1_sweep_widget", "bar1_figure", "dmabuf_probe", "live_or_recorded_dmabuf", "register_table",
+           "bar1_model_figure"]
+
+MiB, GiB = 1 << 20, 1 << 30
+K20_PROFILE = "kepler-snb-2013"  # Tesla K20 + ConnectX-3 on Sandy Bridge: 256 MB BAR1
+_KERNEL_ERRNO = {524: "ENOTSUPP (524: 'operation is not supported', a kernel-internal code)"}
+
+
+def errno_name(code: int | None) -> str:
+    """``524`` -> ``"ENOTSUPP (524: ...)"``; ``12`` -> ``"ENOMEM (Cannot allocate memory)"``."""
+    if code is None:
+        return "none (the mapping worked)"
+    code = int(code)
+    if code == 0:
+        return "0 (the mapping worked)"
+    if code in _KERNEL_ERRNO:
+        return _KERNEL_ERRNO[code]
+    return f"{errno.errorcode.get(code, str(code))} ({os.strerror(code)})"
+
+
+def _bars_frame(bars: list[dict], bus: str | None, bar1_bytes: int | None, label: bool = True):
+    import pandas as pd
+
+    rows = []
+    for b in bars:
+        size = b.get("size_bytes")
+        rows.append({"pci_bus_id": bus, "sysfs_bar": b.get("bar"), "size_bytes": size,
+                     "size": _human(size), "prefetchable": b.get("prefetchable"), "is_64bit": b.get("is_64bit"),
+                     **({"nvidia_calls_it": "BAR1" if bar1_bytes and size == bar1_bytes else ""} if label else {})})
+    return pd.DataFrame(rows).dropna(axis=1, how="all")
+
+
+def _human(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n} B"
+
+
+def gpu_bars(root: str = "/") -> tuple[Any, str]:
+    """``(DataFrame of every NVIDIA GPU's BARs from sysfs resource files, why empty)``."""
+    import pandas as pd
+
+    from ..hw import doctor_report
+
+    report = doctor_report(root, probe_libs=False)
+    frames = [_bars_frame(g.get("bars") or [], g.get("pci_bus_id"), g.get("bar1_total_bytes"))
+              for g in report["gpus"]]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame(), report.get("gpus_reason") or "no NVIDIA GPU in sysfs"
+    return pd.concat(frames, ignore_index=True), ""
+
+
+def nvml_bar1() -> tuple[Any, str]:
+    """``(DataFrame of BAR1 total/used per GPU from NVML, why empty)``."""
+    import pandas as pd
+
+    from ..hw import nvml_gpus
+
+    gpus = nvml_gpus()
+    rows = [{"index": g["index"], "name": g["name"], "bar1_total_bytes": g["bar1_total_bytes"],
+             "bar1_total": _human(g["bar1_total_bytes"]), "bar1_used": _human(g["bar1_used_bytes"])} for g in gpus]
+    return pd.DataFrame(rows), gpus.reason
+
+
+def h200_bars(label: bool = False):
+    """The H200's BARs as sysfs listed them (from its recorded report); ``label`` marks BAR1."""
+    from .lab00 import h200_report
+
+    report, _ = h200_report()
+    g = report["gpus"][0]
+    df = _bars_frame(g.get("bars") or [], g.get("pci_bus_id"), g.get("bar1_total_bytes"), label)
+    df.attrs["provenance"] = report["provenance"]
+    return df
+
+
+def _nvml_bar1_used(device: int) -> tuple[int, int]:
+    from ..engine import gpus as cuda_gpus
+    from ..errors import Unavailable
+    from ..hw import nvml_gpus
+    from ..hw.sysfs import norm_bus_id
+
+    cuda = cuda_gpus()
+    if device >= len(cuda):
+        raise Unavailable(f"no CUDA GPU {device} (found {len(cuda)})")
+    bus = norm_bus_id(str(cuda[device]["pci_bus_id"]))
+    nv = nvml_gpus()
+    for g in nv:
+        if g["pci_bus_id"] == bus and g["bar1_used_bytes"] is not None:
+            return int(g["bar1_used_bytes"]), int(g["bar1_total_bytes"])
+    raise Unavailable(f"NVML reports no BAR1 use for GPU {device} ({nv.reason or 'not supported'})")
+
+
+def bar1_measure(size: int, device: int = 0) -> dict:
+    """Allocate ``size`` bytes of GPU memory, read NVML's BAR1 used before and after, free it."""
+    from ..engine import Buffer
+
+    before, total = _nvml_bar1_used(device)
+    buf = Buffer(int(size), "device", device)
+    try:
+        after, _ = _nvml_bar1_used(device)
+    finally:
+        del buf
+    return {"size": int(size), "allocated_bytes": int(size), "bar1_used_before_bytes": before,
+            "bar1_used_bytes": after, "bar1_delta_bytes": after - before, "bar1_total_bytes": total}
+
+
+def bar1_recorded():
+    """The recorded H200 allocation sweep (``h200-bar1``) with a ``size`` column, or raise
+    :class:`gdrlab.recorded.RecordedDataMissing`."""
+    from ..recorded import load
+
+    df = load("h200-bar1")
+    df["size"] = df["allocated_bytes"]
+    return df
+
+
+def bar1_data(sizes: Any = "64M:16G", device: int = 0):
+    """:class:`gdrlab.recorded.LiveOrRecorded`: allocations measured now (a few in quick mode)
+    when a GPU is here, else the recorded H200 sweep, else nothing and why."""
+    import pandas as pd
+
+    from ..recorded import live_or_recorded
+    from ..widgets import sweep_sizes
+
+    def measure():
+        df = pd.DataFrame([bar1_measure(n, device) for n in sweep_sizes(sizes)])
+        df.attrs["provenance"] = _live_provenance()
+        return df
+
+    res = live_or_recorded(measure, "h200-bar1", **_live_args())
+    if res.source == "recorded":
+        res.data["size"] = res.data["allocated_bytes"]
+    return res
+
+
+def _live_args() -> dict:
+    from ..engine import cuda_status
+
+    st = cuda_status()
+    return {"live": st["usable"], "why_not_live": f"no GPU here ({st['reason']})"}
+
+
+def _live_provenance() -> dict:
+    import platform
+
+    from ..engine import gpus
+
+    g = gpus()
+    return {"kind": "live", "host": platform.node(), **({"gpu": g[0]["name"]} if g else {})}
+
+
+def bar1_sweep_widget(sizes: Any = "64M:16G", device: int = 0):
+    """A SweepWidget that allocates each size and plots BAR1 used, the recorded H200 overlaid."""
+    from ..recorded import RecordedDataMissing
+    from ..widgets import SweepWidget
+
+    try:
+        overlay = {"H200": bar1_recorded()}
+    except RecordedDataMissing:
+        overlay = None
+    return SweepWidget(lambda n: bar1_measure(n, device), sizes, y="bar1_used_bytes", name="BAR1 used",
+                       model=overlay, title="BAR1 used while GPU memory is allocated",
+                       x_title="GPU memory allocated (bytes)", log_y=True)
+
+
+def bar1_figure(df):
+    """BAR1 used against GPU memory allocated (live or recorded ``df``)."""
+    from ..widgets import plot_sweep
+
+    fig = plot_sweep(df, x="allocated_bytes", y="bar1_used_bytes", title="BAR1 used while allocating",
+                     log_y=True)
+    fig.update_layout(xaxis_title="GPU memory allocated (bytes)")
+    return fig
+
+
+def dmabuf_probe(size: int = 64 * MiB, device: int = 0) -> dict:
+    """Export ``size`` bytes of GPU memory as a dma-buf and try to mmap it from the CPU.
+
+    Returns ``{"size", "fd_size", "cpu_mmap_errno"}``. Raises Unavailable with no GPU."""
+    from ..engine import Buffer, cuda_status, export_dmabuf
+    from ..errors import Unavailable
+
+    st = cuda_status()
+    if not st["usable"]:
+        raise Unavailable(f"exporting a dma-buf needs a GPU: {st['reason']}")
+    buf = Buffer(int(size), "device", device)
+    exported = export_dmabuf(buf)
+    try:
+        return {"size": int(size), "fd_size": int(exported.size), "cpu_mmap_errno": exported.cpu_mmap_errno}
+    finally:
+        exported.close()
+        del buf
+
+
+def live_or_recorded_dmabuf(sizes: Any = (2 * MiB, 64 * MiB), device: int = 0):
+    """:class:`gdrlab.recorded.LiveOrRecorded` of dma-buf exports: live with a GPU, else ``h200-dmabuf``."""
+    import pandas as pd
+
+    from ..recorded import live_or_recorded
+
+    def measure():
+        df = pd.DataFrame([dmabuf_probe(int(n), device) for n in sizes])
+        df.attrs["provenance"] = _live_provenance()
+        return df
+
+    return live_or_recorded(measure, "h200-dmabuf", **_live_args())
+
+
+def register_table(profile: str = K20_PROFILE, sizes: Any = (64 * MiB, 128 * MiB, 192 * MiB, 224 * MiB,
+                                                            240 * MiB, 256 * MiB, 1 * GiB)):
+    """The model's ``ibv_reg_mr`` on GPU memory of each size, one at a time: registered or the error."""
+    import pandas as pd
+
+    from .. import model
+    from ..errors import VerbsError
+
+    rows = []
+    for n in sizes:
+        try:
+            r = model.register_mr(profile, int(n))
+            rows.append({"size": _human(int(n)), "size_bytes": int(n), "registered": True,
+                         "bar1_left": _human(r["bar1_free_after_bytes"]), "error": ""})
+        except VerbsError as exc:
+            rows.append({"size": _human(int(n)), "size_bytes": int(n), "registered": False, "bar1_left": "",
+                         "error": f"{errno_name(exc.errno)}: {exc}"})
+    df = pd.DataFrame(rows)
+    df.attrs["provenance"] = {"kind": "modelled", "profile": profile}
+    return df
+
+
+def bar1_model_figure(profiles: Any = (K20_PROFILE, "volta-dgx1", "hopper-ndr"), max_bytes: int = 512 * GiB):
+    """BAR1 left after one registration of each size, per profile: the curve ends at the wall."""
+    import numpy as np
+    import pandas as pd
+
+    from .. import model
+    from ..errors import VerbsError
+    from ..widgets import plot_sweep
+
+    sizes = np.unique(np.logspace(20, np.log2(max_bytes), 60, base=2).astype(np.int64))
+    frames = {}
+    for prof in profiles:
+        rows = []
+        for n in sizes:
+            try:
+                left = model.register_mr(prof, int(n))["bar1_free_after_bytes"]
+            except VerbsError:
+                left = np.nan  # ENOMEM: past the wall
+            rows.append({"size": int(n), "bar1_free_after_bytes": left})
+        df = pd.DataFrame(rows)
+        df.attrs["provenance"] = {"kind": "modelled", "profile": prof}
+        frames[prof] = df
+    fig = plot_sweep({}, model=list(frames.values()), y="bar1_free_after_bytes", log_y=True,
+                     title="one ibv_reg_mr on GPU memory: BAR1 left, until ENOMEM")
+    fig.update_layout(xaxis_title="GPU memory registered (bytes)")
+    return fig

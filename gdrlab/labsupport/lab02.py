@@ -1,0 +1,155 @@
+"""Lab 02, P2P DMA: copy-engine copies (H2D/D2H, pinned vs pageable) and GPU-to-GPU copies with
+peer access on and off; live where the GPUs are, recorded H200 data and the model everywhere."""
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+__all__ = ["DIRECTIONS", "MEMORIES", "P2P_PROFILE", "copy_profile", "copy_measure", "copy_data", "copy_model",
+           "copy_panel", "p2p_data", "p2p_model", "p2p_explorer", "alpha_beta_frame"]
+
+DIRECTIONS = ("h2d", "d2h")
+MEMORIES = ("pinned", "pageable")
+P2P_PROFILE = "hopper-ndr"  # H100/H200 class with NVLink; its P2P figures are the 2x H200's
+
+
+def copy_profile() -> str:
+    """``h200-lab`` (fitted to the recorded H200) when it ships, else ``hopper-ndr``."""
+    from .. import model
+
+    return "h200-lab" if "h200-lab" in model.profiles() else "hopper-ndr"
+
+
+def _live_args(min_gpus: int = 1) -> dict:
+    from ..engine import cuda_status, gpus
+
+    st = cuda_status()
+    if not st["usable"]:
+        return {"live": False, "why_not_live": f"no GPU here ({st['reason']})"}
+    n = len(gpus())
+    if n < min_gpus:
+        return {"live": False, "why_not_live": f"needs {min_gpus} GPUs, this machine has {n}"}
+    return {"live": True}
+
+
+def copy_measure(direction: str, memory: str):
+    """``measure(size)`` for a SweepWidget: one copy_bench row."""
+    from ..engine import copy_bench
+
+    return lambda size: copy_bench(direction, [int(size)], memory=memory)
+
+
+def copy_data(direction: str, memory: str, sizes: Any = "8:256M"):
+    """:class:`gdrlab.recorded.LiveOrRecorded`: copies measured now (few sizes in quick mode)
+    with a GPU, else the recorded ``h200-copy-<direction>-<memory>``."""
+    from ..engine import copy_bench
+    from ..recorded import live_or_recorded
+    from ..widgets import sweep_sizes
+
+    return live_or_recorded(lambda: copy_bench(direction, sweep_sizes(sizes), memory=memory),
+                            f"h200-copy-{direction}-{memory}", **_live_args())
+
+
+def copy_model(direction: str, memory: str, sizes: Any = "8:256M", profile: str | None = None, **overrides):
+    """The model's copy-engine copy (``stage_us``) as a frame with lat_us and bw_gbps."""
+    import numpy as np
+    import pandas as pd
+
+    from .. import model
+    from ..units import parse_sizes
+
+    profile = profile or copy_profile()
+    s = np.asarray(parse_sizes(sizes), dtype=float)
+    lat_us = np.asarray(model.stage_us(profile, f"copy-{direction}-{memory}", s, **overrides), dtype=float)
+    df = pd.DataFrame({"size": s.astype(np.int64), "lat_us": lat_us, "bw_gbps": s / lat_us / 1e3})
+    df.attrs["provenance"] = {"kind": "modelled", "profile": profile, "stage": f"copy-{direction}-{memory}",
+                              **({"overrides": overrides} if overrides else {})}
+    return df
+
+
+def copy_panel(sizes: Any = "8:256M", y: str = "bw_gbps"):
+    """Dropdowns (direction, host memory, model profile) over a live SweepWidget of copy_bench; the
+    recorded H200 sweep and the model for the same copy are overlaid."""
+    import ipywidgets as w
+
+    from .. import model
+    from ..recorded import RecordedDataMissing, load
+    from ..widgets import SweepWidget
+
+    direction = w.Dropdown(options=DIRECTIONS, value="h2d", description="direction")
+    memory = w.Dropdown(options=MEMORIES, value="pinned", description="host memory")
+    profile = w.Dropdown(options=model.profiles(), value=copy_profile(), description="model profile")
+    holder = w.VBox()
+    state: dict = {}
+
+    def rebuild(_change=None):
+        old = state.get("sweep")
+        if old is not None:
+            old.stop(wait=True)
+        overlays = {"model": copy_model(direction.value, memory.value, sizes, profile.value)}
+        try:
+            overlays["H200"] = load(f"h200-copy-{direction.value}-{memory.value}")
+        except RecordedDataMissing:
+            pass
+        sweep = SweepWidget(copy_measure(direction.value, memory.value), sizes, y=y,
+                            name=f"{direction.value} {memory.value}", model=overlays,
+                            title=f"copy engine, {direction.value}, {memory.value} host memory")
+        state["sweep"] = sweep
+        holder.children = (sweep.widget,)
+
+    for control in (direction, memory, profile):
+        control.observe(rebuild, names="value")
+    rebuild()
+    panel = w.VBox([w.HBox([direction, memory, profile]), holder])
+    panel.sweep = lambda: state["sweep"]  # the SweepWidget on show (for .start() / .result())
+    return panel
+
+
+def p2p_data(sizes: Any = "8:256M", src: int = 0, dst: int = 1):
+    """:class:`gdrlab.recorded.LiveOrRecorded` of GPU-to-GPU copies with peer access on and off:
+    live with 2+ GPUs, else the 2x H200 figures (``h200x2-p2p-curriculum``)."""
+    import pandas as pd
+
+    from ..engine import p2p_bench
+    from ..recorded import live_or_recorded
+    from ..widgets import sweep_sizes
+
+    def measure():
+        on = p2p_bench(src, dst, sweep_sizes(sizes), peer_access=True)
+        off = p2p_bench(src, dst, sweep_sizes(sizes), peer_access=False)
+        df = pd.concat([on, off], ignore_index=True)
+        df.attrs["provenance"] = dict(on.attrs.get("provenance") or {"kind": "live", "host": platform.node()})
+        return df
+
+    return live_or_recorded(measure, "h200x2-p2p-curriculum", **_live_args(min_gpus=2))
+
+
+def p2p_model(sizes: Any = "8:256M", profile: str = P2P_PROFILE) -> dict:
+    """``{"peer access on": frame, "peer access off": frame}`` from the model's p2p paths."""
+    from ..widgets import model_frame
+
+    return {"peer access on": model_frame(profile, "p2p", sizes),
+            "peer access off": model_frame(profile, "p2p-staged", sizes)}
+
+
+def p2p_explorer(sizes: Any = "8:256M", y: str = "bw_gbps"):
+    """Sliders over the P2P parameters of the model (peer access on and off)."""
+    from ..widgets import model_explorer
+
+    return model_explorer(P2P_PROFILE, paths=["p2p", "p2p-staged"], sizes=sizes, y=y,
+                          params=["p2p_lat_us", "p2p_gbps", "p2p_staged_lat_us", "p2p_staged_gbps"])
+
+
+def alpha_beta_frame(alpha_us: float, beta_gbps: float, sizes: Any = "8:256M", label: str = "alpha-beta fit"):
+    """``t = alpha + n / beta`` as a modelled frame (lat_us, bw_gbps) for overlaying a fit."""
+    import numpy as np
+    import pandas as pd
+
+    from ..units import parse_sizes
+
+    s = np.asarray(parse_sizes(sizes), dtype=float)
+    lat_us = float(alpha_us) + s / (float(beta_gbps) * 1e3)
+    df = pd.DataFrame({"size": s.astype(np.int64), "lat_us": lat_us, "bw_gbps": s / lat_us / 1e3})
+    df.attrs["provenance"] = {"kind": "modelled", "profile": f"{label} (alpha {alpha_us:.3g} us, "
+                                                             f"beta {beta_gbps:.3g} GB/s)"}
+    return df
