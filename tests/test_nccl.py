@@ -116,6 +116,9 @@ def test_recorded_summary_matches_the_curriculum_figures():
     assert runs["default"]["env"] == {}
     assert runs["p2p_shm_off"]["env"] == {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
     assert "P2P" in runs["default"]["generation"] and "socket" in runs["p2p_shm_off"]["generation"].lower()
+    assert "NVLink" in runs["default"]["generation"]
+    # GPU-to-GPU path in NCCL's topology: NVL; PHB once P2P is off; each rank alone with SHM off too
+    assert [runs[n]["gpu_path"] for n in ("default", "p2p_off", "p2p_shm_off")] == ["NVL", "PHB", None]
 
 
 @pytest.mark.parametrize("via, kind, transport, gdr, read", [

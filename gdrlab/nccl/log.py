@@ -224,16 +224,24 @@ def recorded_logs() -> dict[str, Path]:
     return {p.stem: p for p in sorted(_DATA.glob("*.log"))}
 
 
-_GENERATION = {"P2P": "GPU to GPU by peer DMA (GPUDirect P2P)", "SHM": "staged through shared host memory",
+_GENERATION = {"P2P": "GPUDirect P2P: peer DMA between GPUs", "SHM": "staged through shared host memory",
                "NET/Socket": "through the network stack (TCP sockets)",
                "NET/IB": "RDMA NIC, staged through host memory",
                "NET/IB/GDRDMA": "RDMA NIC reads GPU memory (GPUDirect RDMA)"}
 
 
-def _generation(transport: str | None) -> str:
+def _gpu_path(parsed: dict) -> str | None:
+    """The path type NCCL's topology found between two GPUs (NVL, PIX, PHB, ...), if it logged one."""
+    return next(iter(parsed["topology"].values()), {}).get("type")
+
+
+def _generation(transport: str | None, gpu_path: str | None = None) -> str:
     if not transport:
         return "unknown"
-    return _GENERATION.get(transport) or _GENERATION.get(transport.split("/")[0], transport)
+    text = _GENERATION.get(transport) or _GENERATION.get(transport.split("/")[0], transport)
+    if transport.startswith("P2P") and gpu_path:
+        text += " over NVLink" if gpu_path in ("NVL", "NVB") else " over PCIe"
+    return text
 
 
 def recorded_summary() -> dict:
@@ -249,7 +257,8 @@ def recorded_summary() -> dict:
         runs.append({
             "name": name.removeprefix("h200x2-nvlink-"), "log": name,
             "env": {k: v for k, v in parsed["env"].items() if k != "NCCL_NVLS_ENABLE"},
-            "transport": transport, "generation": _generation(transport),
+            "transport": transport, "gpu_path": _gpu_path(parsed),
+            "generation": _generation(transport, _gpu_path(parsed)),
             "busbw_size": big["size"] if big else None, "busbw_gbps": big["busbw_gbps"] if big else None,
             "time_size": small["size"] if small else None, "time_us": small["time_us"] if small else None,
             "results": res,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import GdrlabError, InvalidArgument, PeerTimeout, Unavailable
 from ..units import parse_sizes
-from .log import _generation, explain, parse_log
+from .log import _generation, _gpu_path, explain, parse_log
 
 __all__ = ["DISABLE_ENV", "COMPARE_CONFIGS", "DEFAULT_SIZES", "backend", "nccl_env", "run_allreduce", "compare"]
 
@@ -139,6 +139,7 @@ def compare(sizes=DEFAULT_SIZES, configs=COMPARE_CONFIGS, **kw) -> dict:
         big, small = max(res, key=lambda r: r["size"]), min(res, key=lambda r: r["size"])
         transport = run["parsed"]["summary"]["transport"]
         rows.append({"name": name, "disable": ",".join(disable) or "-", "transport": transport,
-                     "generation": _generation(transport), "time_size": small["size"], "time_us": small["time_us"],
+                     "generation": _generation(transport, _gpu_path(run["parsed"])),
+                     "time_size": small["size"], "time_us": small["time_us"],
                      "busbw_size": big["size"], "busbw_gbps": big["busbw_gbps"]})
     return {"rows": rows, "runs": runs}
