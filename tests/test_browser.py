@@ -17,15 +17,16 @@ there a missing prerequisite is a failure. Screenshots go to ``GDRLAB_ARTIFACTS`
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import re
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
+from browser import labs as lab_checks
 from browser import notebook_page as nbp
 from browser.server import LabServer, start_lab_server
 from browser.smoke import QUICK_POINTS, count_code_cells, write_smoke_notebook
@@ -187,5 +188,101 @@ def test_smoke_broken_notebook_is_reported(page: Any, server: LabServer) -> None
     try:
         with pytest.raises(nbp.NotebookRunError, match="deliberate failure"):
             _run_notebook(page, server, rel)
+    finally:
+        _shutdown_kernels(server, rel)
+
+
+# --- labs 04 and 05 ---------------------------------------------------------------------
+
+
+def _lab_rel_path(server: LabServer, num: str) -> str:
+    found = sorted((server.root / "source").glob(f"{num}-*/{num}-*.ipynb"))
+    if len(found) != 1:
+        pytest.fail(f"want one notebook labs/source/{num}-*/{num}-*.ipynb, found {found}", pytrace=False)
+    return found[0].relative_to(server.root).as_posix()
+
+
+def _drive_control(page: Any, server: LabServer, rel: str, artifacts_dir: Path, stem: str, *,
+                   label: str, option: str, fallback_profile: str) -> tuple[list[dict], list[dict], str]:
+    """Change a dropdown next to a plot and wait for the redraw; returns (before, after, how).
+
+    Prefers a control the lab itself shows. Under GDRLAB_QUICK=1 the labs show static figures,
+    so otherwise the kit's crossover explorer is shown in an added cell (quick mode off for that
+    one call) and driven instead; a warning says so.
+    """
+    own = [d for d in nbp.dropdowns(page) if d["label"] == label and option in d["options"]]
+    if own:
+        cell = nbp.find_widget_cell(page, label=label)
+        how = f"the lab's own {label!r} dropdown"
+    else:
+        warnings.warn(f"{rel} shows no {label!r} dropdown under GDRLAB_QUICK=1; driving the kit's "
+                      f"crossover explorer in an added cell instead", UserWarning, stacklevel=1)
+        new_cell = nbp.append_and_run_cell(
+            page, server, rel, lab_checks.EXPLORER_FALLBACK.format(profile=fallback_profile))
+        cell = nbp.find_widget_cell(page, label=label, cells=new_cell)
+        how = f"the crossover explorer's {label!r} dropdown in an added cell (the lab shows no control)"
+    cell.locator.scroll_into_view_if_needed()
+    before = nbp.plot_traces(cell.locator)
+    assert before and cell.locator.locator(".js-plotly-plot").first.is_visible()
+    nbp.save_screenshot(cell.locator, artifacts_dir / f"{stem}-control-before.png")
+    _, old, new = nbp.choose_other_option(cell.locator, label, option)
+    after = nbp.wait_for_plot_change(cell.locator, before,
+                                     settled=lambda: server.kernel_states(rel) == ["idle"])
+    nbp.save_screenshot(cell.locator, artifacts_dir / f"{stem}-control-after.png")
+    return before, after, f"{how}: {old} -> {new}"
+
+
+def _report(request: pytest.FixtureRequest, lines: list[str]) -> None:
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    for line in lines:
+        request.node.user_properties.append(("browser", line))
+        if reporter is not None:
+            reporter.write_line(f"  {request.node.name}: {line}")
+
+
+def test_lab04_crossover_in_browser(page: Any, server: LabServer, artifacts_dir: Path,
+                                    request: pytest.FixtureRequest) -> None:
+    rel = _lab_rel_path(server, "04")
+    try:
+        _run_notebook(page, server, rel)
+        nbp.save_notebook_screenshot(page, artifacts_dir / "lab04-notebook.png")
+        texts = nbp.output_texts(page)
+        plots = nbp.plot_traces(page)
+        assert all(p["width"] > 100 and p["height"] > 100 for p in plots), plots
+        notes = lab_checks.check_lab04_plots(plots, texts)
+        ivb_bytes = lab_checks.printed_int(texts, r"Ivy Bridge: (\d+) B")
+        before, after, how = _drive_control(page, server, rel, artifacts_dir, "lab04", label="profile",
+                                            option="kepler-ivb-2014", fallback_profile="kepler-snb-2013")
+        # The redrawn mark moves to where exercise 1's sweep found Ivy Bridge's crossover.
+        marks = [lab_checks.crossover_mark_bytes(p) for p in after]
+        assert ivb_bytes in marks, f"after switching to kepler-ivb-2014 the marks are {marks}, want {ivb_bytes}"
+        notes.append(f"changed {how}; crossover mark now at {ivb_bytes} B (exercise 1 printed {ivb_bytes} B)")
+        assert nbp.error_outputs(page) == []
+        _report(request, notes)
+    finally:
+        _shutdown_kernels(server, rel)
+
+
+def test_lab05_topology_in_browser(page: Any, server: LabServer, artifacts_dir: Path,
+                                   request: pytest.FixtureRequest) -> None:
+    rel = _lab_rel_path(server, "05")
+    try:
+        _run_notebook(page, server, rel)
+        nbp.save_notebook_screenshot(page, artifacts_dir / "lab05-notebook.png")
+        plots = nbp.plot_traces(page)
+        assert all(p["width"] > 100 and p["height"] > 100 for p in plots), plots
+        notes = lab_checks.check_lab05_plots(plots)
+        before, after, how = _drive_control(page, server, rel, artifacts_dir, "lab05", label="placement",
+                                            option="cross-socket", fallback_profile="kepler-ivb-2014")
+        # Lab 05's point: across sockets the NIC reads GPU memory slowly, so GDR loses far earlier.
+        was = [m for m in map(lab_checks.crossover_mark_bytes, before) if m]
+        now = [m for m in map(lab_checks.crossover_mark_bytes, after) if m]
+        if was and now:
+            assert now[0] < was[0], f"cross-socket crossover {now[0]} B not below the default's {was[0]} B"
+            notes.append(f"changed {how}; gdr/pipelined crossover {was[0]} B -> {now[0]} B")
+        else:
+            notes.append(f"changed {how}; plot redrawn")
+        assert nbp.error_outputs(page) == []
+        _report(request, notes)
     finally:
         _shutdown_kernels(server, rel)

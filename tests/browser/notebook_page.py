@@ -29,6 +29,7 @@ __all__ = [
     "find_widget_cell",
     "dropdowns",
     "choose_other_option",
+    "append_and_run_cell",
     "wait_for_plot_change",
     "save_screenshot",
     "save_notebook_screenshot",
@@ -77,7 +78,9 @@ _PLOTS_JS = """
   return {
     width: rect.width,
     height: rect.height,
-    title: (gd.layout && gd.layout.title && (gd.layout.title.text ?? gd.layout.title)) || null,
+    title: (gd._fullLayout && gd._fullLayout.title && gd._fullLayout.title.text) || null,
+    y_title: (gd._fullLayout && gd._fullLayout.yaxis && gd._fullLayout.yaxis.title &&
+              gd._fullLayout.yaxis.title.text) || null,
     marker_paths: gd.querySelectorAll('.scatterlayer .trace path.point').length,
     traces: full.map(t => ({
       name: (t.name === undefined || t.name === null) ? null : String(t.name),
@@ -195,12 +198,15 @@ def plot_traces(scope: Any) -> list[dict]:
     return list(scope.evaluate(_PLOTS_JS))  # a Locator: its element is the root
 
 
-def find_widget_cell(page: Any, label: str | None = None, timeout_s: float = 60.0) -> WidgetCell:
+def find_widget_cell(
+    page: Any, label: str | None = None, timeout_s: float = 60.0, cells: Any = None
+) -> WidgetCell:
     """The first cell showing a dropdown (labelled ``label`` if given) and a plot with data.
 
     Waits because the widget front end renders after the kernel went idle.
+    ``cells`` narrows the search (a locator of cells); default every cell.
     """
-    cells = page.locator(".jp-Notebook .jp-Cell")
+    cells = cells if cells is not None else page.locator(".jp-Notebook .jp-Cell")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for i in range(cells.count()):
@@ -234,18 +240,66 @@ def dropdowns(scope: Any) -> list[dict]:
     return found
 
 
-def choose_other_option(scope: Any, label: str | None = None) -> tuple[str, str, str]:
-    """Pick a different option in a dropdown; return (label, old option, new option)."""
+def choose_other_option(
+    scope: Any, label: str | None = None, option: str | None = None
+) -> tuple[str, str, str]:
+    """Pick another option in a dropdown; return (label, old option, new option).
+
+    Parameters
+    ----------
+    label : str, optional
+        The dropdown's description; default the first dropdown with two or more options.
+    option : str, optional
+        The option to pick; default the one after the selected one.
+    """
     candidates = [d for d in dropdowns(scope) if len(d["options"]) > 1]
     if label is not None:
         candidates = [d for d in candidates if d["label"] == label]
     if not candidates:
         raise NotebookRunError(f"no dropdown with two or more options (label {label!r})")
     chosen = candidates[0]
-    new_index = (chosen["selected"] + 1) % len(chosen["options"])
+    if option is None:
+        new_index = (chosen["selected"] + 1) % len(chosen["options"])
+    elif option in chosen["options"]:
+        new_index = chosen["options"].index(option)
+    else:
+        raise NotebookRunError(f"dropdown {chosen['label']!r} has no option {option!r}: {chosen['options']}")
+    if new_index == chosen["selected"]:
+        raise NotebookRunError(f"dropdown {chosen['label']!r} already shows {option!r}")
     select = scope.locator(".widget-dropdown").nth(chosen["index"]).locator("select")
     select.select_option(index=new_index)
     return chosen["label"], chosen["options"][chosen["selected"]], chosen["options"][new_index]
+
+
+def append_and_run_cell(page: Any, server: LabServer, rel_path: str, source: str, timeout_s: float = 60.0) -> Any:
+    """Add a code cell at the end of the notebook, type ``source`` into it and run it.
+
+    Uses the keyboard as a learner would (select the last cell, B, Enter, type,
+    Shift+Enter). Returns a locator of the new cell once it ran and the kernel is idle.
+    """
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    n_before = cells.count()
+    cells.last.locator(".jp-InputPrompt").first.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")
+    page.wait_for_function(
+        f"() => document.querySelectorAll('.jp-Notebook .jp-Cell').length > {n_before}", timeout=timeout_s * 1000
+    )
+    new_cell = cells.nth(n_before)
+    new_cell.locator(".jp-InputArea-editor").click()
+    # insert_text is one input event: no auto-closed brackets or auto-indent on the way in.
+    page.keyboard.insert_text(source)
+    page.keyboard.press("Shift+Enter")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        errors = error_outputs(page)
+        if errors:
+            raise NotebookRunError(f"{rel_path}: the added cell shows an error:\n" + "\n---\n".join(errors))
+        prompt = new_cell.locator(".jp-InputPrompt").first.inner_text().strip()
+        if re.fullmatch(r"\[\d+\]:", prompt) and server.kernel_states(rel_path) == ["idle"]:
+            return new_cell
+        time.sleep(0.3)
+    raise NotebookRunError(f"{rel_path}: the added cell did not finish in {timeout_s:.0f} s")
 
 
 def _ys(plots: list[dict]) -> list[list[list[float | None]]]:
