@@ -19,7 +19,7 @@ import time
 
 from .errors import InvalidArgument, PeerTimeout, Unavailable
 
-__all__ = ["import_mpi", "listen_address", "bench_mpi"]
+__all__ = ["import_mpi", "own_addresses", "listen_address", "bench_mpi"]
 
 TAG_INFO, TAG_DONE = 71, 72
 
@@ -34,22 +34,41 @@ def import_mpi():
     return MPI
 
 
-def listen_address(my_host: str, peer_host: str) -> str:
+def own_addresses() -> list[str]:
+    """This host's non-loopback IPv4 addresses as its own resolver knows them (may be empty)."""
+    try:
+        return [a for a in socket.gethostbyname_ex(socket.gethostname())[2] if not a.startswith("127.")]
+    except OSError:
+        return []
+
+
+def listen_address(my_host: str, peer_host: str, peer_addrs: list[str] | tuple = ()) -> str:
     """The address rank 1 listens on: loopback when both ranks share a host, otherwise the local
-    address of the route to ``peer_host`` (asking the kernel, so a multi-homed host picks the
-    interface that actually reaches the peer), or $GDRLAB_MPI_HOST when set."""
+    address of the route to the peer (asking the kernel, so a multi-homed host picks the
+    interface that actually reaches the peer), or $GDRLAB_MPI_HOST when set. The peer is tried
+    by the addresses it reported (``peer_addrs``), then by resolving ``peer_host`` here."""
     override = os.environ.get("GDRLAB_MPI_HOST")
     if override:
         return override
     if my_host == peer_host:
         return "127.0.0.1"
+    candidates = list(peer_addrs)
     try:
-        peer_ip = socket.gethostbyname(peer_host)
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect((peer_ip, 9))  # UDP connect sends nothing; it only picks the route
-            return s.getsockname()[0]
+        candidates.append(socket.gethostbyname(peer_host))
     except OSError:
-        return socket.gethostbyname(socket.gethostname())
+        pass
+    for peer_ip in candidates:
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.connect((peer_ip, 9))  # UDP connect sends nothing; it only picks the route
+                return s.getsockname()[0]
+        except OSError:
+            continue
+    mine = own_addresses()
+    if not mine:
+        raise Unavailable(f"cannot find an address of this host that reaches {peer_host}; "
+                          "set GDRLAB_MPI_HOST to the address rank 1 should listen on")
+    return mine[0]
 
 
 def _wait_recv(comm, MPI, source: int, tag: int, deadline: float, what: str):
@@ -71,13 +90,13 @@ def _serve(comm, MPI, args) -> int:
     """Rank 1: start the server, publish it, serve clients until rank 0 reports it is done."""
     from .engine import native
 
-    hosts = comm.allgather(socket.gethostname())
+    hosts = comm.allgather((socket.gethostname(), own_addresses()))
     info: dict
     try:
-        host = listen_address(hosts[1], hosts[0])
+        host = listen_address(hosts[1][0], hosts[0][0], hosts[0][1])
         token = secrets.token_hex(16)
         server = native().Server(host, 0, token, int(args.timeout * 1000))
-        info = {"ok": True, "host": host, "port": server.port, "token": token, "hosts": hosts}
+        info = {"ok": True, "host": host, "port": server.port, "token": token, "hosts": [h for h, _ in hosts]}
     except Exception as exc:  # noqa: BLE001 - reported to rank 0, which raises it
         info = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     comm.send(info, dest=0, tag=TAG_INFO)
@@ -105,7 +124,7 @@ def _measure(comm, MPI, args, chunk: int) -> int:
     """Rank 0: receive the server's address, bench against it, tell rank 1 it is done."""
     from .engine import bench
 
-    comm.allgather(socket.gethostname())
+    comm.allgather((socket.gethostname(), own_addresses()))
     try:
         info = _wait_recv(comm, MPI, 1, TAG_INFO, time.monotonic() + max(60.0, 6 * args.timeout),
                           "the server address")

@@ -121,3 +121,10 @@ def test_importing_gdrlab_does_not_import_mpi4py():
     code = "import sys, gdrlab, gdrlab.cli, gdrlab.commands.bench; print('mpi4py' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_listen_address_prefers_the_reported_peer_addresses(monkeypatch):
+    monkeypatch.delenv("GDRLAB_MPI_HOST", raising=False)
+    # an unresolvable peer name, but the peer reported 127.0.0.1: the route to it is loopback
+    assert mpi.listen_address("a", "no-such-host.invalid", ["127.0.0.1"]).startswith("127.")
+    assert all(not a.startswith("127.") for a in mpi.own_addresses())
