@@ -100,10 +100,11 @@ def load_report(name: str) -> dict:
     return out
 
 
-def provenance_label(prov: Any) -> str:
+def provenance_label(prov: Any, short: bool = False) -> str:
     """A short human label: ``live on host (GPU)``, ``recorded on HW (date)``, ``modelled, profile X``.
 
     ``prov`` is a provenance dict or anything with ``attrs["provenance"]`` (a DataFrame).
+    ``short=True`` keeps the first two comma-separated parts of the hardware (for legends).
     """
     if hasattr(prov, "attrs") and not isinstance(prov, dict):
         prov = prov.attrs.get("provenance")
@@ -115,7 +116,9 @@ def provenance_label(prov: Any) -> str:
         gpu = prov.get("gpu")
         return f"live on {where}" + (f" ({gpu})" if gpu else "")
     if kind == "recorded":
-        hw = prov.get("hardware") or "unnamed hardware"
+        hw = str(prov.get("hardware") or "unnamed hardware")
+        if short:
+            hw = ",".join(hw.split(",")[:2])
         date = str(prov.get("date") or "")[:10]  # the day is enough for a legend
         return f"recorded on {hw}" + (f" ({date})" if date else "")
     profile = prov.get("profile") or "unnamed profile"

@@ -107,3 +107,10 @@ def test_shipped_p2p_figures_match_the_curriculum():
     for r in df.itertuples():  # derived columns agree with size / time
         assert r.size / (r.lat_p50_us * 1e3) == pytest.approx(r.bw_gbps, rel=2e-3)
     assert df.attrs["provenance"]["kind"] == "recorded" and "H200" in df.attrs["provenance"]["hardware"]
+
+
+def test_short_label_keeps_the_first_two_parts_of_the_hardware():
+    prov = {"kind": "recorded", "hardware": "NVIDIA H200, PCIe Gen5 x16, driver 580.159.04, Xeon",
+            "date": "2026-11-30T04:00:55+00:00"}
+    assert recorded.provenance_label(prov, short=True) == "recorded on NVIDIA H200, PCIe Gen5 x16 (2026-11-30)"
+    assert recorded.provenance_label(prov).startswith("recorded on NVIDIA H200, PCIe Gen5 x16, driver 580.159.04")

@@ -69,7 +69,7 @@ def add_frame_trace(fig, df, *, x: str = "size", y: str = "bw_gbps", label: str 
     import plotly.graph_objects as go
 
     kind = _kind(df)
-    prov = provenance_label(df)
+    prov = provenance_label(df, short=True)
     ycol = y_column(df, y)
     groups = [(None, df)] if not split or split not in df.columns else list(df.groupby(split, sort=False))
     for key, g in groups:
