@@ -355,8 +355,15 @@ def bench(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, 
                            chunk=chunk, depth=depth, device=device, timeout_s=timeout_s, progress=progress)
     if wire != "tcp":
         raise InvalidArgument(f"unknown wire {wire!r}; valid: tcp, verbs")
+    if path in ("p2p", "p2p-staged"):
+        # GPU to GPU inside one machine: no wire; copies between GPU `device` and the next one.
+        from .p2p import bench_path
+        n = len(gpus())
+        df = bench_path(path, device, (device + 1) % max(n, 1) if n > 1 else 1, sizes, iters, progress=progress)
+        df.insert(2, "wire", "none")
+        return df
     if path not in TCP_PATHS:
-        if path in ("gdr", "gdrcopy", "p2p", "p2p-staged"):
+        if path in ("gdr", "gdrcopy"):
             raise InvalidArgument(f"path {path!r} does not run over the tcp wire "
                                   + ("(use --wire verbs)" if path == "gdr" else "(see `gdrlab doctor`)"))
         raise InvalidArgument(f"unknown path {path!r}; valid over tcp: {', '.join(TCP_PATHS)}")
