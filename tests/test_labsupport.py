@@ -306,3 +306,39 @@ def test_notebooks_are_graded_and_teach_the_corrections(lab, words):
     for w in words:
         assert w in text, f"{lab} should mention {w!r}"
     assert "What you saw" in text and "Learning goals" in text
+
+
+# ----------------------------------------------------------------------------- on a GPU
+def _cuda():
+    from gdrlab import engine
+    return engine.cuda_status()
+
+
+@pytest.mark.gpu
+def test_dmabuf_export_row_on_a_gpu():
+    st = _cuda()
+    if not st["usable"]:
+        pytest.skip("no CUDA GPU: " + st["reason"])
+    from gdrlab import engine
+    if not any(g.get("dmabuf_supported") for g in engine.gpus()):
+        pytest.skip("GPU reports DMA_BUF_SUPPORTED = 0")
+    row = lab03.try_registrations(1 << 20)[-1]
+    assert row["outcome"] == "registered", row
+    # measured on the H200: the fd has the buffer's size and the CPU cannot mmap it
+    assert f"of {1 << 20} bytes" in row["detail"] and "mmap" in row["detail"]
+
+
+@pytest.mark.gpu
+def test_measured_data_live_on_a_gpu(monkeypatch):
+    st = _cuda()
+    if not st["usable"]:
+        pytest.skip("no CUDA GPU: " + st["reason"])
+    monkeypatch.setenv("GDRLAB_QUICK", "1")
+    data = lab04.measured_data("8,64K", paths=("staged", "pipelined"), live=True)
+    for path, result in data.items():
+        assert result.source == "live", (path, result.why)
+        assert list(result.data["size"]) == [8, 65536]
+        assert result.data["verified"].all()
+        assert result.data.attrs["provenance"]["kind"] == "live"
+    summary = lab04.measured_summary(data)
+    assert set(summary["path"]) == {"staged", "pipelined"}

@@ -20,6 +20,7 @@ from . import SIZE_TICKS, optional_module
 
 __all__ = [
     "GPU_PAGE_BYTES", "HOST_PAGE_BYTES", "RegistrationModel", "REGISTRATION_MODELS", "peer_memory_status",
+    "pyverbs_status", "measure_registration",
     "try_registrations", "registration_cost_table", "registration_figure", "state_machine_figure",
     "reference_breakeven_reuses", "reference_gpu_pages",
 ]
@@ -121,10 +122,24 @@ def peer_memory_status(root: str = "/") -> dict:
                                                   ("a GPU with DMA_BUF_SUPPORTED", any(g["dmabuf_supported"] for g in gpus)),
                                                   ("Linux 5.12+", kernel_dmabuf)) if not ok)),
     }
-    return {"rdma_devices": rdma, "nvidia_peermem": peermem,
+    return {"rdma_devices": rdma, "nvidia_peermem": peermem, "pyverbs": pyverbs_status(),
             "nvidia_peermem_version": _read(base / "sys/module/nvidia_peermem/version") or None,
             "nv_peer_mem": old, "kernel": kernel, "kernel_dmabuf": kernel_dmabuf, "gpus": gpus,
             "cuda": cuda, "routes": {k: {"possible": v[0], "why": v[1]} for k, v in routes.items()}}
+
+
+def pyverbs_status() -> dict:
+    """Whether rdma-core's Python binding (pyverbs) is importable: ``{"available", "reason"}``
+    (through :func:`gdrlab.verbs.pyverbs_status` where that module exists)."""
+    verbs, _ = optional_module("gdrlab.verbs")
+    if verbs is not None and hasattr(verbs, "pyverbs_status"):
+        try:
+            ok, why = verbs.pyverbs_status()
+            return {"available": bool(ok), "reason": str(why)}
+        except Exception as exc:  # report, do not fail the lab
+            return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
+    mod, why = optional_module("pyverbs")
+    return {"available": mod is not None, "reason": "pyverbs imports" if mod is not None else why}
 
 
 def _attempt(label: str, fn) -> dict:
@@ -249,10 +264,10 @@ def state_machine_figure():
         "pin": (0.5, 3, "pin pages (get_user_pages)<br>map for DMA (IOMMU)", "#f2f2f2"),
         "peer": (2.5, 4, "ask peer-memory clients:<br>does one own addr?", "#f2f2f2"),
         "p2p": (2.5, 3, "nvidia-peermem: nvidia_p2p_get_pages<br>(64 KiB GPU pages in BAR1)", "#f2f2f2"),
-        "efault": (4.3, 4, "no client claims it:<br>EFAULT (\"Couldn't allocate MR\")", "#f8d0d0"),
+        "efault": (4.5, 4, "no client claims it:<br>EFAULT (\"Couldn't allocate MR\")", "#f8d0d0"),
         "mr": (1.5, 1.7, "MR created: HCA translation table<br>lkey / rkey returned", "#d4edd4"),
-        "dcall": (4.3, 2.9, "cuMemGetHandleForAddressRange<br>(DMA_BUF_FD) → fd", "#dbe9f6"),
-        "dreg": (4.3, 1.7, "ibv_reg_dmabuf_mr(pd, off, len, iova, fd)<br>dma_buf_attach + map", "#f2f2f2"),
+        "dcall": (4.5, 2.9, "cuMemGetHandleForAddressRange<br>(DMA_BUF_FD) → fd", "#dbe9f6"),
+        "dreg": (4.5, 1.7, "ibv_reg_dmabuf_mr(pd, off, len, iova, fd)<br>dma_buf_attach + map", "#f2f2f2"),
     }
     arrows = [("call", "host", ""), ("host", "pin", "yes"), ("host", "peer", "no"), ("peer", "p2p", "yes"),
               ("peer", "efault", "no"), ("pin", "mr", ""), ("p2p", "mr", ""), ("dcall", "dreg", ""),
@@ -275,11 +290,11 @@ def state_machine_figure():
         if label:
             fig.add_annotation(x=(xa + xb) / 2, y=(ya + yb) / 2, text=f"<i>{label}</i>", showarrow=False,
                                font={"size": 11, "color": "#333"}, bgcolor="white")
-    fig.add_annotation(x=4.3, y=3.45, text="<b>dma-buf route</b> (Linux 5.12+, CUDA 11.7+, no extra module)",
+    fig.add_annotation(x=4.5, y=3.45, text="<b>dma-buf route</b> (Linux 5.12+, CUDA 11.7+, no extra module)",
                        showarrow=False, font={"size": 11})
     fig.add_annotation(x=1.5, y=5.5, text="<b>classic route</b> (peer-memory client: nv_peer_mem, today nvidia-peermem)",
                        showarrow=False, font={"size": 11})
-    fig.update_xaxes(visible=False, range=[-0.5, 5.3])
+    fig.update_xaxes(visible=False, range=[-0.5, 5.5])
     fig.update_yaxes(visible=False, range=[1.2, 5.8])
     fig.update_layout(title="What ibv_reg_mr does with an address (diagram, no data)", height=520,
                       plot_bgcolor="white", margin={"l": 10, "r": 10, "t": 50, "b": 10})

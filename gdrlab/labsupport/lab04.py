@@ -16,7 +16,7 @@ from . import SIZE_TICKS, quick_mode
 __all__ = [
     "HISTORIC_PROFILES", "MEASURED_PATHS", "POLICY_PATHS", "GDR_POLICY_PATHS", "NO_GDR_POLICY_PATHS", "policy_paths", "measured_data", "sweep_widget",
     "measured_figure", "model_table", "best_path", "policy_table", "grading_cases", "check_choose_path",
-    "crossover_figure", "crossover_explorer", "crossovers", "overlay_profile", "gdr_live",
+    "crossover_figure", "crossover_explorer", "crossovers", "overlay_profile", "gdr_live", "measured_summary",
 ]
 
 HISTORIC_PROFILES = ("kepler-snb-2013", "kepler-ivb-2014", "hopper-ndr")
@@ -127,6 +127,30 @@ def measured_figure(data: dict, profile: str | None = None, y: str = "lat_p50_us
             except Exception:
                 pass
     return plot_sweep(frames, y=y, model=models, title="staged vs shared vs pipelined over the tcp wire")
+
+
+def measured_summary(data: dict):
+    """Per measured path: smallest and largest size, median latency at each, and the latency at
+    the largest size relative to ``staged`` (below 1: faster than staging)."""
+    import pandas as pd
+
+    from ..recorded import provenance_label
+
+    rows = []
+    frames = {p: (r if hasattr(r, "columns") else r.data) for p, r in data.items()}
+    frames = {p: df.sort_values("size") for p, df in frames.items() if df is not None and len(df)}
+    base = frames.get("staged")
+    for p, df in frames.items():
+        small, large = df.iloc[0], df.iloc[-1]
+        rel = np.nan
+        if base is not None:
+            match = base[base["size"] == large["size"]]
+            if len(match):
+                rel = float(large["lat_p50_us"] / match["lat_p50_us"].iloc[0])
+        rows.append({"path": p, "small_bytes": int(small["size"]), "small_lat_us": float(small["lat_p50_us"]),
+                     "large_bytes": int(large["size"]), "large_lat_us": float(large["lat_p50_us"]),
+                     "large_vs_staged": rel, "source": provenance_label(df)})
+    return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------- model

@@ -75,6 +75,7 @@ def cells() -> list:
         print("nv_peer_mem (old name) loaded:", status["nv_peer_mem"])
         print("kernel:", status["kernel"], "(dma-buf import by RDMA needs 5.12+:", status["kernel_dmabuf"], ")")
         print("GPUs:", status["gpus"] or "none (" + status["cuda"].get("reason", "") + ")")
+        print("pyverbs (rdma-core's Python binding):", status["pyverbs"]["reason"])
         pd.DataFrame([{"route": k, **v} for k, v in status["routes"].items()])
         """),
         md("""

@@ -100,17 +100,28 @@ def cells() -> list:
         else:
             print("no measured data on this machine and no recorded sweep shipped: the model below carries the lab")
         """),
+        code("""
+        summary = lab04.measured_summary(data)
+        summary
+        """),
         md("""
-        What to look for in the measured curves:
+        What to look for in the measured curves (and in the summary above):
 
-        * at small sizes all three sit on the same floor: the copy launch plus the wire's
-          per-message cost; saving a `memcpy` of 8 bytes saves nothing;
+        * at small sizes all three paths sit on one floor (`small_lat_us`), set by the wire's
+          per-message cost. Over TCP that floor is tens of µs or more, well above the 6-8 µs copy
+          launch of lab 02, so saving a `memcpy` of 8 bytes saves nothing. (If small messages come
+          out *slower* than mid-size ones, you are seeing the TCP stack itself: acknowledgements,
+          interrupt moderation, a receiver asleep in `recv`. RDMA wires avoid all of it.) This is
+          why the Kepler-era numbers below are InfiniBand numbers: there the floor is a few µs and
+          every copy launch counts;
         * `shared` pulls ahead of `staged` once the host `memcpy` it skips is a real cost (tens of
           KiB and up: one thread copies at about 10 GB/s);
-        * `pipelined` pulls ahead for large messages by overlapping the GPU copy of one chunk with the
-          send of the previous one; below one chunk it *is* `shared`.
+        * `pipelined` is fastest for large messages (compare `large_vs_staged`) because the GPU copy
+          of one chunk overlaps the send of the previous one; below one chunk (256 KiB) it *is*
+          `shared`. Over loopback TCP (about 4 GB/s) the wire caps the streaming bandwidth of all
+          three, so the latency plot shows the difference more clearly than the bandwidth plot.
 
-        None of these paths touches the NIC's ability to read GPU memory. That needs an HCA: the next
+        None of these paths uses the NIC's ability to read GPU memory. That needs an HCA: the next
         cell measures `gdr` over verbs where one exists.
         """),
         code("""
@@ -156,7 +167,7 @@ def cells() -> list:
         crossover_snb_bytes = None
         crossover_ivb_bytes = None
         ### BEGIN SOLUTION
-        sizes = np.arange(1, 4 << 20, dtype=float)          # every size up to 4 MiB
+        sizes = np.unique(np.geomspace(1, 4 << 20, 20000).astype(np.int64)).astype(float)  # 0.1% steps to 4 MiB
         def first_win(profile):
             gdr = model.latency_us(profile, "gdr", sizes)
             pipe = model.latency_us(profile, "pipelined", sizes)
