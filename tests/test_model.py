@@ -250,3 +250,9 @@ def test_paths_the_hardware_lacks():
         model.predict(SNB, "carrier-pigeon", [8])
     with pytest.raises(InvalidArgument):
         model.predict(SNB, "gdr", [8], placement="same-rack")
+
+
+def test_edits_to_a_returned_profile_do_not_leak_into_the_cache():
+    prof = model.get_profile(SNB)
+    prof.params["nic_wire_gbps"] = 1.0
+    assert model.get_profile(SNB).params["nic_wire_gbps"] == 6.8  # FDR data rate

@@ -204,7 +204,9 @@ def _volta_dgx1() -> dict:
             "gdrcopy_read_us": (0.9, GDRCOPY + ": 0.9 us at 1 B"),
             "gdrcopy_read_gbps": (0.53, GDRCOPY + ": 0.53 GB/s"),
             "p2p_lat_us": (5.0, "assumed, near the 4.7 us NVLink figure of " + H200X2),
-            "p2p_gbps": (24.0, "seed 2: about 24 GB/s; one NVLink 2 link carries 25 GB/s per direction"),
+            "p2p_gbps": (24.0, "one NVLink 2 link: 25 GB/s per direction (V100 architecture whitepaper); "
+                               "about 24 GB/s achieved assumed. Seed 2 quotes 24 GB/s for K20s over PCIe, which "
+                               "a PCIe 3 x16 link (15.75 GB/s per direction) cannot carry one way"),
             "p2p_staged_lat_us": (16.0, "assumed: two cudaMemcpy launches and a host buffer"),
             "p2p_staged_gbps": (10.0, "seed 2: about 12 GB/s through shared host memory; 10 assumed for the "
                                       "driver's own staging"),

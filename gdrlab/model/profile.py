@@ -100,7 +100,12 @@ class Profile:
             new.placement = placement
         for key, value in overrides.items():
             real = resolve_alias(key, new.placement)
-            new.params[real] = check_value(real, value)
+            try:
+                new.params[real] = check_value(real, value)
+            except InvalidArgument as exc:
+                if real == key:
+                    raise
+                raise InvalidArgument(f"{key} (= {real} at placement {new.placement}): {exc}") from None
             new.overrides[key] = new.params[real]
             new.sources[real] = f"override (profile value {self.params.get(real)!r}: {self.sources.get(real)})"
         if new.params["bar1_reserved_bytes"] >= new.params["bar1_bytes"]:
@@ -211,10 +216,18 @@ def get_profile(name: str | Profile, placement: str | None = None, **overrides: 
     if isinstance(name, Profile):
         prof = name
     elif isinstance(name, str):
-        prof = _load(name)
+        prof = _fresh(_load(name))  # callers may edit their copy; the cached one stays pristine
     else:
         raise InvalidArgument(f"profile must be a name or a Profile, got {type(name).__name__}")
     return prof.with_overrides(placement=placement, **overrides)
+
+
+def _fresh(prof: Profile) -> Profile:
+    new = copy.copy(prof)
+    new.params, new.sources, new.overrides = dict(prof.params), dict(prof.sources), dict(prof.overrides)
+    new.topology = copy.deepcopy(prof.topology)
+    new.calibration = copy.deepcopy(prof.calibration)
+    return new
 
 
 def _valid_override_names() -> list[str]:
