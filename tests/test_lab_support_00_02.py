@@ -1,0 +1,170 @@
+"""Support code of labs 00-02 (gdrlab.labsupport.lab00/01/02), checked against the figures measured
+on the H200 machines (CURRICULUM: BAR1 256 GiB, BARs 16 MiB / 256 GiB / 32 MiB, dma-buf mmap errno
+524, ~1 GiB BAR1 per GiB allocated, pinned copies ~55 GB/s, P2P 393 vs 38.2 GB/s at 256 MiB)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gdrlab import engine, recorded
+from gdrlab.labsupport import lab00, lab01, lab02
+
+GiB, MiB = 1 << 30, 1 << 20
+CUDA = engine.cuda_status()
+needs_gpu = pytest.mark.skipif(not CUDA["usable"], reason="no CUDA GPU: " + CUDA["reason"])
+
+
+def _has(name):
+    return name in recorded.available()
+
+
+# ------------------------------------------------------------------------------------ lab 00
+def test_h200_report_matches_the_machine():
+    report, where = lab00.h200_report()
+    assert report["provenance"]["kind"] == "recorded" and where
+    runnable = {p for p, v in report["paths"].items() if v["available"]}
+    assert runnable == {"host", "staged", "shared", "pipelined"}  # one GPU, no HCA, no gdrcopy
+    assert "no RDMA device" in report["paths"]["gdr"]["reason"]
+    assert report["gpus"][0]["bar1_total_bytes"] == 256 * GiB
+
+
+def test_paths_table_lists_every_path():
+    from gdrlab.hw import PATHS
+
+    report, _ = lab00.h200_report()
+    table = lab00.paths_table(report)
+    assert list(table.index) == list(PATHS)
+    assert set(table.columns) >= {"available", "reason", "fix"}
+
+
+def test_host_sweep_runs_live_anywhere(monkeypatch):
+    monkeypatch.setenv("GDRLAB_QUICK", "1")
+    live, model = lab00.host_sweep("8:64K")
+    assert list(live["size"]) == [8, 512, 65536]  # quick: first, middle, last power of two
+    assert live["verified"].all() and live.attrs["provenance"]["kind"] == "live"
+    if model is not None:
+        assert model.attrs["provenance"]["kind"] == "modelled"
+
+
+# ------------------------------------------------------------------------------------ lab 01
+def test_errno_names():
+    assert lab01.errno_name(524).startswith("ENOTSUPP")
+    assert lab01.errno_name(12).startswith("ENOMEM")
+    assert "worked" in lab01.errno_name(0)
+
+
+def test_h200_bars_as_sysfs_lists_them():
+    bars = lab01.h200_bars()
+    assert dict(zip(bars["sysfs_bar"], bars["size_bytes"])) == {0: 16 * MiB, 2: 256 * GiB, 4: 32 * MiB}
+    labelled = lab01.h200_bars(label=True)
+    assert list(labelled.loc[labelled["nvidia_calls_it"] == "BAR1", "sysfs_bar"]) == [2]
+
+
+def test_k20_wall_in_the_model():
+    table = lab01.register_table(lab01.K20_PROFILE, [64 * MiB, 256 * MiB, GiB])
+    # 64 MiB fits in a 256 MB BAR1; the whole 256 MiB cannot (the driver keeps some for itself).
+    assert list(table["registered"]) == [True, False, False]
+    assert table["error"].iloc[1].startswith("ENOMEM")
+    assert table.attrs["provenance"] == {"kind": "modelled", "profile": lab01.K20_PROFILE}
+
+
+def test_bar1_model_figure_has_provenance_and_units():
+    fig = lab01.bar1_model_figure()
+    assert "(modelled)" in fig.layout.title.text
+    assert all("modelled, profile" in t.name for t in fig.data)
+    assert "bytes" in fig.layout.xaxis.title.text and "bytes" in fig.layout.yaxis.title.text
+    k20 = np.array(fig.data[0].y, dtype=float)
+    assert np.isnan(k20[-1]) and np.isfinite(k20[0])  # the K20 curve ends at its wall
+
+
+@pytest.mark.skipif(not _has("h200-bar1"), reason="h200-bar1 not shipped")
+def test_recorded_bar1_grows_about_one_gib_per_gib():
+    df = lab01.bar1_recorded()
+    slope = np.polyfit(df["allocated_bytes"], df["bar1_used_bytes"], 1)[0]
+    assert slope == pytest.approx(1.0, rel=0.05)
+
+
+@pytest.mark.skipif(CUDA["usable"] or not _has("h200-dmabuf"), reason="checks the recorded fallback")
+def test_dmabuf_falls_back_to_the_h200_record():
+    res = lab01.live_or_recorded_dmabuf()
+    assert res.source == "recorded" and "no GPU here" in res.why
+    assert (res.data["cpu_mmap_errno"] == 524).all()
+    assert (res.data["fd_size"] == res.data["size"]).all()
+
+
+# ------------------------------------------------------------------------------------ lab 02
+def test_copy_model_of_the_h200():
+    pinned = lab02.copy_model("h2d", "pinned", [256 * MiB], profile=lab02.copy_profile())
+    assert pinned["bw_gbps"].iloc[0] == pytest.approx(55.0, rel=0.1)
+    pageable = lab02.copy_model("h2d", "pageable", [256 * MiB])
+    assert pinned["bw_gbps"].iloc[0] / pageable["bw_gbps"].iloc[0] > 2
+    assert pinned.attrs["provenance"]["kind"] == "modelled"
+
+
+def test_alpha_beta_frame_is_the_formula():
+    df = lab02.alpha_beta_frame(5.0, 50.0, [8, MiB])
+    assert df["lat_us"].tolist() == pytest.approx([5.0 + 8 / 50e3, 5.0 + MiB / 50e3])
+    assert df.attrs["provenance"]["kind"] == "modelled"
+
+
+def test_p2p_model_shows_the_peer_access_gap():
+    m = lab02.p2p_model([256 * MiB])
+    gain = m["peer access on"]["bw_gbps"].iloc[0] / m["peer access off"]["bw_gbps"].iloc[0]
+    assert gain == pytest.approx(393 / 38.2, rel=0.1)
+
+
+@pytest.mark.skipif(len(engine.gpus()) >= 2, reason="checks the recorded fallback")
+def test_p2p_falls_back_to_the_2x_h200_figures():
+    res = lab02.p2p_data()
+    assert res.source == "recorded" and ("no GPU here" in res.why or "needs 2 GPUs" in res.why)
+    assert set(res.data["peer_access"]) == {True, False}
+
+
+def test_copy_panel_rebuilds_when_a_control_changes():
+    pytest.importorskip("anywidget")
+    panel = lab02.copy_panel("8:1K")
+    direction, memory, _profile = panel.children[0].children
+    first = panel.sweep()
+    memory.value = "pageable"
+    second = panel.sweep()
+    assert second is not first and "h2d pageable" in second.figure.data[-1].name
+    assert any("modelled" in t.name for t in second.figure.data)
+
+
+# ------------------------------------------------------------------------------------ GPU
+@pytest.mark.gpu
+@needs_gpu
+def test_bar1_grows_while_allocating_on_this_gpu():
+    row = lab01.bar1_measure(GiB)
+    assert 0 <= row["bar1_delta_bytes"] <= 1.1 * GiB
+    if row["bar1_total_bytes"] >= 64 * GiB:  # a large-BAR GPU maps every allocation (H200: ~1 GiB)
+        assert row["bar1_delta_bytes"] >= 0.9 * GiB
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_dmabuf_export_cannot_be_mapped_by_the_cpu():
+    row = lab01.dmabuf_probe(64 * MiB)
+    assert row["fd_size"] == 64 * MiB
+    assert row["cpu_mmap_errno"] not in (0, None)  # 524 (ENOTSUPP) on the H200
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_live_copies_pinned_beat_pageable(monkeypatch):
+    monkeypatch.setenv("GDRLAB_QUICK", "1")
+    pinned = lab02.copy_data("h2d", "pinned", "8:64M")
+    pageable = lab02.copy_data("h2d", "pageable", "8:64M")
+    assert pinned.source == pageable.source == "live"
+    assert pinned.data["bw_gbps"].iloc[-1] > pageable.data["bw_gbps"].iloc[-1]
+
+
+@pytest.mark.gpu
+@pytest.mark.multigpu
+@pytest.mark.skipif(len(engine.gpus()) < 2, reason="needs 2 GPUs: found %d" % len(engine.gpus()))
+def test_live_p2p_peer_access_is_faster(monkeypatch):
+    monkeypatch.setenv("GDRLAB_QUICK", "1")
+    res = lab02.p2p_data("8:256M")
+    assert res.source == "live"
+    big = res.data[res.data["size"] == res.data["size"].max()].set_index("peer_access")["bw_gbps"]
+    assert big[True] > big[False]
