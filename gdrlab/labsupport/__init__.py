@@ -10,7 +10,7 @@ import os
 from types import ModuleType
 from typing import Any
 
-__all__ = ["quick_mode", "optional_module", "provenance_label", "SIZE_TICKS"]
+__all__ = ["quick_mode", "optional_module", "provenance_label", "nccl_log_lines", "SIZE_TICKS"]
 
 # Tick labels for log-scaled size axes (bytes), so plots read "4K" rather than "4096".
 SIZE_TICKS = {"tickvals": [2 ** k for k in range(0, 31, 2)],
@@ -53,3 +53,23 @@ def provenance_label(prov: dict[str, Any] | None, fallback: str = "modelled") ->
     if kind == "modelled":
         return f"modelled ({prov.get('profile', 'profile ?')})"
     return kind
+
+
+def nccl_log_lines(name: str, keywords: tuple[str, ...]) -> tuple[list[str], str]:
+    """Explained lines of a recorded ``NCCL_DEBUG=INFO`` log that mention any of ``keywords``,
+    and the log's provenance label: ``(lines, label)``. Empty lines and the reason when the log
+    or the reader is missing."""
+    log, why = optional_module("gdrlab.nccl.log")
+    if log is None:
+        return [], why
+    logs = log.recorded_logs()
+    if name not in logs:
+        return [], f"no recorded NCCL log named {name!r} (shipped: {', '.join(logs) or 'none'})"
+    parsed = log.parse_log(logs[name].read_text(encoding="utf-8", errors="replace"))
+    lines = [ln for ln in log.explain(parsed) if any(k.lower() in ln.lower() for k in keywords)]
+    try:
+        prov = log.recorded_summary().get("provenance")
+    except Exception:  # the label is a courtesy; the lines stand on their own
+        prov = None
+    label = provenance_label(prov, "recorded") if isinstance(prov, dict) else "recorded"
+    return lines, f"{label} ({name})"

@@ -106,6 +106,19 @@ def cells() -> list:
         > coupling.
         """),
         md("""
+        Libraries probe for these routes when they start. NCCL, for example, looks up the dma-buf
+        registration calls in rdma-core and says so in its log. From a recorded `NCCL_DEBUG=INFO`
+        log of a machine with two H200s and no RDMA device:
+        """),
+        code("""
+        from gdrlab.labsupport import nccl_log_lines
+
+        lines, label = nccl_log_lines("h200x2-nvlink-p2p_shm_off", ("dmabuf", "NET/IB : No device"))
+        print(label)
+        for line in lines:
+            print(" ", line)
+        """),
+        md("""
         ## 4. Try it: three registrations
 
         The cell below tries, with whatever this machine has: registering pinned host memory,

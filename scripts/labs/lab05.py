@@ -111,7 +111,7 @@ def cells() -> list:
         lab05.describe(xeon)
         """),
         code("""
-        fig = lab05.tree_figure(xeon)
+        fig = lab05.tree_figure(xeon, highlight=("GPU0", "mlx5_0"))
         if fig is not None:
             fig.update_layout(title=f"PCIe tree, {xeon.source} (recorded)")
             display(fig)
@@ -221,6 +221,21 @@ def cells() -> list:
         table["with NCCL_NET_GDR_LEVEL=PHB"] = [xeon.gdr_decision(g, n, "PHB")["use_gdr"]
                                                for g, n in zip(table["gpu"], table["nic"])]
         table
+        """),
+        md("""
+        ### What NCCL writes in its log
+
+        NCCL prints its GDR decision with `NCCL_DEBUG=INFO`. A recorded log from a machine with two
+        H200s and no RDMA device (all-reduce with P2P and shared memory turned off, so traffic goes
+        through NCCL's network transport):
+        """),
+        code("""
+        from gdrlab.labsupport import nccl_log_lines
+
+        lines, label = nccl_log_lines("h200x2-nvlink-p2p_shm_off", ("GPU Direct RDMA", "NET/IB", "Using network"))
+        print(label)
+        for line in lines:
+            print(" ", line)
         """),
         md("""
         ## 5. Configuration A vs B, predicted
