@@ -342,3 +342,15 @@ def test_measured_data_live_on_a_gpu(monkeypatch):
         assert result.data.attrs["provenance"]["kind"] == "live"
     summary = lab04.measured_summary(data)
     assert set(summary["path"]) == {"staged", "pipelined"}
+
+
+def test_nccl_log_lines_from_the_recorded_h200_log():
+    from gdrlab.labsupport import nccl_log_lines
+    lines, label = nccl_log_lines("h200x2-nvlink-p2p_shm_off", ("GPU Direct RDMA", "NET/IB"))
+    # CURRICULUM: the recorded log holds `NET/IB : No device found.` and
+    # `NET/Socket : GPU Direct RDMA Disabled for HCA 0 'eth0'`
+    assert any("No device found" in ln for ln in lines)
+    assert any("GPU Direct RDMA Disabled for HCA 0 'eth0'" in ln for ln in lines)
+    assert label.startswith("recorded") and "H200" in label
+    lines, why = nccl_log_lines("no-such-log", ("x",))
+    assert lines == [] and "no recorded NCCL log" in why
