@@ -256,3 +256,17 @@ def test_edits_to_a_returned_profile_do_not_leak_into_the_cache():
     prof = model.get_profile(SNB)
     prof.params["nic_wire_gbps"] = 1.0
     assert model.get_profile(SNB).params["nic_wire_gbps"] == 6.8  # FDR data rate
+
+
+def test_param_ranges_stay_physical():
+    prof = model.get_profile(SNB)
+    for name, value in prof.params.items():
+        lo, hi = model.param_range(name, value)
+        assert lo <= value <= hi, name
+        for v in (lo, hi):  # both ends are accepted as overrides
+            if name in ("bar1_reserved_bytes", "bar1_bytes"):
+                continue  # reserved < aperture is a constraint on the pair, checked on its own below
+            model.get_profile(SNB, **{name: v})
+    assert model.param_range("ce_eff", 0.64)[1] == 1.0
+    with pytest.raises(InvalidArgument, match="bar1_reserved_bytes"):
+        model.get_profile(SNB, bar1_bytes=16 * MiB)  # below the 32 MiB the driver keeps

@@ -14,13 +14,13 @@ from .bar1 import bar1_available_bytes, register_mr
 from .fit import calibrate
 from .core import (NETWORK_PATHS, PATHS, STAGES, WIRES, available_paths, bandwidth_gbps, latency_us,
                    predict, predict_all, stage_us)
-from .params import PARAMS, PLACEMENTS, param_names
+from .params import PARAMS, PLACEMENTS, param_names, param_range
 from .policy import crossover, hybrid_policy
 from .profile import Profile, borrow_nic, get_profile, profiles
 
 __all__ = [
     "PATHS", "NETWORK_PATHS", "PLACEMENTS", "STAGES", "WIRES", "PARAMS", "Profile", "profiles", "get_profile",
-    "borrow_nic", "param_names", "predict", "predict_all", "latency_us", "bandwidth_gbps", "stage_us",
+    "borrow_nic", "param_names", "param_range", "predict", "predict_all", "latency_us", "bandwidth_gbps", "stage_us",
     "available_paths", "crossover", "hybrid_policy", "register_mr", "bar1_available_bytes", "calibrate",
 ]
 

@@ -91,6 +91,12 @@ def _wire_busy(p: dict, s, wire: str):
     return p["tcp_msg_us"] + s / _rate(p["tcp_gbps"])
 
 
+def _cpu_wire(p: dict, s, wire: str):
+    """CPU time a side spends on the wire per message: a TCP send or receive copies the data in
+    the kernel (the thread is busy); a verbs post or poll is counted in the fixed costs."""
+    return _wire_busy(p, s, wire) if wire == "tcp" else 0.0
+
+
 def _send_fixed(p: dict, wire: str) -> float:
     return p["sw_overhead_us"] + (p["doorbell_us"] if wire == "verbs" else 0.0)
 
@@ -173,6 +179,9 @@ def evaluate(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: float
     p = prof.params
     sw = p["sw_overhead_us"]
     send, recv = _send_fixed(p, wire), _recv_fixed(p, wire)
+    if path in ("staged", "shared", "gdrcopy"):
+        cpu = _cpu_wire(p, s, wire)
+        send, recv = send + cpu, recv + cpu
     if path == "host":
         lat = sw + _wire(p, s, wire)
         busy = np.maximum(np.maximum(send, _wire_busy(p, s, wire)), recv)

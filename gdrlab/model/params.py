@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..errors import InvalidArgument
 
 __all__ = ["PARAMS", "PLACEMENTS", "PLACEMENT_SUFFIX", "ALIASES", "param_names", "check_value",
-           "resolve_alias"]
+           "resolve_alias", "param_range"]
 
 #: Where a GPU sits relative to the NIC it talks to (nvidia-smi's PIX/PXB, PHB/NODE, SYS).
 PLACEMENTS = ("same-switch", "same-host-bridge", "cross-socket")
@@ -114,3 +114,19 @@ def check_value(name: str, value) -> float:
     if name in ("chunk_bytes", "gpu_page_bytes", "p2p_staged_chunk_bytes") and v < 1:
         raise InvalidArgument(f"parameter {name} must be at least 1 byte, got {v}")
     return v
+
+
+def param_range(name: str, value: float) -> tuple[float, float]:
+    """A what-if range for a slider on ``name`` around ``value`` that stays physically possible:
+    rates, times and sizes from a tenth to ten times the value (0 to 10 us for a zero time),
+    fractions up to 1, buffer counts 1 to 16."""
+    if name not in PARAMS:
+        check_value(name, value)  # raises the error that lists the valid names
+    kind = PARAMS[name][1]
+    if kind == "fraction":
+        return (max(0.01, value / 10), 1.0)
+    if kind == "count":
+        return (1.0, 16.0)
+    if value <= 0:
+        return (0.0, 10.0 if kind == "time" else 1.0)
+    return (value / 10, value * 10)
