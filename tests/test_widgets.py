@@ -177,3 +177,50 @@ def test_model_explorer_bandwidth_and_bad_input(fake_model):
     assert "nonsense" in ex.message.value
     with pytest.raises(ValueError, match="unknown profile"):
         widgets.model_explorer("k80")
+
+
+def test_model_explorer_on_the_real_model():
+    from gdrlab import model
+
+    ex = widgets.model_explorer("hopper-ndr", paths=["p2p", "p2p-staged"], sizes="256M", y="bw_gbps",
+                                params=["p2p_gbps"])
+    before = ex.figure.data[0].y[0]
+    assert before == pytest.approx(float(model.bandwidth_gbps("hopper-ndr", "p2p", [256 << 20])[0]), rel=1e-3)
+    ex.sliders["p2p_gbps"].value = 24.0  # the seed's PCIe-era P2P figure
+    assert ex.figure.data[0].y[0] < 24.0 < before
+
+
+@pytest.mark.parametrize("name", ["transfer-paths", "bar1", "copy-engine", "p2p"])
+def test_diagrams_say_they_are_not_data(name):
+    fig = widgets.diagram(name)
+    assert fig.layout.title.text.endswith("(diagram, not data)")
+    assert len(fig.layout.shapes) >= 3 and len(fig.layout.annotations) >= 3
+    with pytest.raises(ValueError, match="unknown diagram"):
+        widgets.diagram("nope")
+
+
+@pytest.mark.notebook
+def test_thread_output_lands_in_the_widget_under_a_real_kernel(tmp_path, not_quick):
+    """Under ipykernel 7 the sweep thread's messages go to the Output captured at creation."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    nb = new_notebook(cells=[new_code_cell(
+        "import threading\n"
+        "from gdrlab.widgets import SweepWidget\n"
+        "def m(n):\n"
+        "    if n > 64: raise RuntimeError('boom from ' + threading.current_thread().name)\n"
+        "    return {'size': n, 'bw_gbps': 1.0}\n"
+        "sw = SweepWidget(m, '8:1K')\n"
+        "display(sw)\n"
+        "sw.start()\n"), new_code_cell("assert sw.join(30)\nprint(sw.status.value, len(sw.rows))\n")])
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True,
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert nb.cells[1].outputs[0]["text"].strip() == "stopped: RuntimeError 4"
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    outputs = [o for v in state.values() if v["model_name"] == "OutputModel" for o in v["state"].get("outputs", [])]
+    assert any("boom from gdrlab-sweep" in o.get("text", "") for o in outputs)
+    # Nothing leaked into the cell that created the widget, nor the next one.
+    assert not any("boom" in str(o) for c in nb.cells for o in c.outputs)

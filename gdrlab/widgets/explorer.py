@@ -99,7 +99,7 @@ class ModelExplorer:
         for name in chosen:
             v = base[name]
             if v > 0:
-                s = w.FloatLogSlider(value=v, base=10, min=math.log10(v) - 1, max=math.log10(v) + 1,
+                s = w.FloatLogSlider(value=v, base=10, min=math.log10(v) - 2, max=math.log10(v) + 2,
                                      step=0.01, description=name, continuous_update=True,
                                      style={"description_width": "initial"}, readout_format=".3g")
             else:
