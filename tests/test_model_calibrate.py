@@ -180,3 +180,21 @@ def test_h200_lab_against_curriculum_figures():
     assert model.bandwidth_gbps("h200-lab", "p2p-staged", [MiB])[0] == pytest.approx(18.0, rel=0.10)
     assert model.bandwidth_gbps("h200-lab", "p2p-staged", [256 * MiB])[0] == pytest.approx(38.2, rel=0.10)
     assert model.get_profile("h200-lab").params["bar1_bytes"] == 256 * (1 << 30)
+
+
+def test_calibration_of_verbs_host_and_gdr_rows():
+    # A "live" two-node sweep on SNB-like hardware whose NIC reads GPU memory at 1.5 GB/s and pays
+    # 0.9 us extra for GPU memory; the fit must find both from the gdr rows.
+    truth = model.get_profile("kepler-snb-2013", p2p_read_gbps=1.5, gdr_extra_us=0.9, nic_lat_us=1.1)
+    rows = []
+    for path in ("host", "gdr"):
+        lat = model.latency_us(truth, path, SIZES)
+        bw = model.bandwidth_gbps(truth, path, SIZES)
+        rows += [{"path": path, "wire": "verbs", "size": s, "lat_p50_us": a, "bw_gbps": b}
+                 for s, a, b in zip(SIZES, lat, bw)]
+    fitted, report = model.calibrate(pd.DataFrame(rows), base="kepler-snb-2013", name="two-node")
+    assert fitted.params["p2p_read_gbps_bridge"] == pytest.approx(1.5, rel=0.01)
+    assert fitted.params["gdr_extra_us"] == pytest.approx(0.9, rel=0.01)
+    assert fitted.params["nic_lat_us"] == pytest.approx(1.1, rel=0.01)
+    assert min(fitted.params["nic_wire_gbps"], 7.88 * 0.8) == pytest.approx(6.3, rel=0.01)  # x8-bound FDR
+    assert report["max_abs_rel_err"] < 0.01

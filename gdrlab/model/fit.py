@@ -237,15 +237,12 @@ def _fit_wire(rows, p: dict, fitted: dict, label: str):
         if not sel:
             continue
         fixed_key, msg_key = ("tcp_lat_us", "tcp_msg_us") if wire == "tcp" else ("nic_lat_us", None)
-        s_l, t_l, s_b, t_b = [], [], [], []
-        for r in sel:
-            m = r["_measured"]
-            if "lat_us" in m:
-                s_l.append(float(r["size"]))
-                t_l.append(m["lat_us"])
-            if "bw_gbps" in m and m["bw_gbps"] > 0:
-                s_b.append(float(r["size"]))
-                t_b.append(float(r["size"]) / m["bw_gbps"] / 1e3)  # busy time per message
+        s_l = [float(r["size"]) for r in sel if "lat_us" in r["_measured"]]
+        t_l = [r["_measured"]["lat_us"] for r in sel if "lat_us" in r["_measured"]]
+        if wire == "tcp":  # the kernel copy is part of every message's busy time: all rows count
+            s_b, t_b = _rate_bound(sel, 0.0)
+        else:
+            s_b, t_b = _rate_bound(sel, max(p["sw_overhead_us"] + p["doorbell_us"], p["completion_us"]))
         s = np.array(s_l + s_b)
         t = np.array(t_l + t_b)
         is_lat = np.array([1.0] * len(s_l) + [0.0] * len(s_b))
@@ -273,6 +270,56 @@ def _fit_wire(rows, p: dict, fitted: dict, label: str):
             else:
                 p[k] = v
                 fitted[k] = (label, len(sel), rms)
+
+
+def _rate_bound(sel: list[dict], cpu_us: float) -> tuple[list[float], list[float]]:
+    """Sizes and busy times (us per message) of the bandwidth rows whose streaming time is set by
+    the data rate: below about twice the per-message CPU cost the stream is CPU-bound and says
+    nothing about the rate."""
+    s_b, t_b = [], []
+    for r in sel:
+        bw = r["_measured"].get("bw_gbps", 0)
+        if bw > 0:
+            busy = float(r["size"]) / bw / 1e3
+            if busy > 2.0 * cpu_us:
+                s_b.append(float(r["size"]))
+                t_b.append(busy)
+    return s_b, t_b
+
+
+def _fit_gdr(rows, p: dict, fitted: dict, label: str, placement: str):
+    """GDR over verbs: the extra small-message time, and the rate at the profile's placement (the
+    NIC reading the sender's GPU is taken as the limit when it is below the wire)."""
+    from .params import PLACEMENT_SUFFIX
+
+    sel = [r for r in rows if r["_fit"] and r["_target"] == ("path", "gdr/verbs")]
+    if not sel:
+        return
+    hop = p["xsocket_hop_us"] if placement == "cross-socket" else 0.0
+    fixed = p["sw_overhead_us"] + p["doorbell_us"] + p["nic_lat_us"] + p["completion_us"] + hop
+    s_l = [float(r["size"]) for r in sel if "lat_us" in r["_measured"]]
+    t_l = [r["_measured"]["lat_us"] for r in sel if "lat_us" in r["_measured"]]
+    s_b, t_b = _rate_bound(sel, max(p["sw_overhead_us"] + p["doorbell_us"], p["completion_us"]))
+    s, t = np.array(s_l + s_b), np.array(t_l + t_b)
+    is_lat = np.array([1.0] * len(s_l) + [0.0] * len(s_b))
+    cols = {"_x": s}
+    if s_l:
+        cols["gdr_extra_us"] = is_lat
+    sol, rms = _rel_lstsq(cols, t, is_lat * fixed)
+    if "gdr_extra_us" in sol:
+        p["gdr_extra_us"] = sol["gdr_extra_us"]
+        fitted["gdr_extra_us"] = (label, len(sel), rms)
+    if sol.get("_x", 0) > 0:
+        rate = 1.0 / sol["_x"] / 1e3
+        sfx = PLACEMENT_SUFFIX[placement]
+        wire = min(p["nic_wire_gbps"], p["nic_pcie_gbps"] * p["pcie_eff"])
+        if rate < wire * 0.999:
+            p[f"p2p_read_gbps_{sfx}"] = rate
+            fitted[f"p2p_read_gbps_{sfx}"] = (label + " (GDR rate below the wire: taken as the NIC's read)",
+                                              len(sel), rms)
+            if p[f"p2p_write_gbps_{sfx}"] < rate:
+                p[f"p2p_write_gbps_{sfx}"] = rate
+                fitted[f"p2p_write_gbps_{sfx}"] = (label, len(sel), rms)
 
 
 def fit_report(prof: Profile, rows: list[dict]) -> dict:
@@ -343,6 +390,7 @@ def calibrate(df: Any, base: str | Profile = "hopper-ndr", name: str = "fitted",
     _fit_simple(rows, "p2p", p, fitted, label, "p2p_lat_us", "p2p_gbps")
     _fit_p2p_staged(rows, p, fitted, label)
     _fit_wire(rows, p, fitted, label)
+    _fit_gdr(rows, p, fitted, label, prof0.placement)
     sources = {}
     for k in p:
         if k in fitted:
