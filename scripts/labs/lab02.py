@@ -233,7 +233,7 @@ def cells() -> list:
           Small messages pay almost only `alpha`; that fixed cost is what makes staging through host
           memory expensive for small messages, and what GPUDirect RDMA and gdrcopy remove (lab 04).
         * Pageable host memory cost a factor of about 3 (H2D) to 4 (D2H) in bandwidth at large sizes
-          on the H200 (the curriculum's "3-8x"): the driver has to copy it into pinned memory first.
+          on the H200 (the commonly quoted range is 3-8x): the driver has to copy it into pinned memory first.
           RDMA adapters need the same thing the copy engine needs, memory that stays put: lab 03's
           registration.
         * Between two H200s, peer access turned a trip through host memory into one DMA over NVLink:
