@@ -254,9 +254,10 @@ def test_lab04_crossover_in_browser(page: Any, server: LabServer, artifacts_dir:
         before, after, how = _drive_control(page, server, rel, artifacts_dir, "lab04", label="profile",
                                             option="kepler-ivb-2014", fallback_profile="kepler-snb-2013")
         # The redrawn mark moves to where exercise 1's sweep found Ivy Bridge's crossover.
-        marks = [lab_checks.crossover_mark_bytes(p) for p in after]
-        assert ivb_bytes in marks, f"after switching to kepler-ivb-2014 the marks are {marks}, want {ivb_bytes}"
-        notes.append(f"changed {how}; crossover mark now at {ivb_bytes} B (exercise 1 printed {ivb_bytes} B)")
+        marks = [m for m in map(lab_checks.crossover_mark_bytes, after) if m is not None]
+        assert len(marks) == 1 and lab_checks.near(marks[0], ivb_bytes), (
+            f"after switching to kepler-ivb-2014 the crossover marks are {marks}, exercise 1 printed {ivb_bytes} B")
+        notes.append(f"changed {how}; crossover mark now at {marks[0]} B (exercise 1 printed {ivb_bytes} B)")
         assert nbp.error_outputs(page) == []
         _report(request, notes)
     finally:

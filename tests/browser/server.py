@@ -145,23 +145,45 @@ def start_lab_server(
     """
     settings = state_dir / "user-settings"
     shutil.copytree(SETTINGS_DIR, settings)
-    workspaces = state_dir / "workspaces"
-    workspaces.mkdir()
-    runtime = state_dir / "runtime"
-    runtime.mkdir()
-    log_path = state_dir / "jupyter-lab.log"
-    port = _free_port()
-    token = secrets.token_hex(24)
+    for sub in ("workspaces", "runtime", "config"):
+        (state_dir / sub).mkdir()
     env = dict(os.environ)
     env.update(
         {
-            "JUPYTER_RUNTIME_DIR": str(runtime),
+            "JUPYTER_RUNTIME_DIR": str(state_dir / "runtime"),
+            # The user's own ~/.jupyter (a password, other settings) must not change the test;
+            # the environment's config (sys.prefix/etc/jupyter) still loads, with its extensions.
+            "JUPYTER_CONFIG_DIR": str(state_dir / "config"),
             "JUPYTER_PLATFORM_DIRS": "1",
             "IPYTHONDIR": str(state_dir / "ipython"),
             "PYTHONUNBUFFERED": "1",
         }
     )
     env.update(extra_env or {})
+    last_error = ""
+    # The free port is only free until someone takes it: on a port clash, try another.
+    for attempt in range(3):
+        server = _launch(root, state_dir, settings, env, attempt)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if server.proc.poll() is not None:
+                break
+            try:
+                server.api("/api/status", timeout_s=2.0)
+                return server
+            except (urllib.error.URLError, OSError, ValueError):
+                time.sleep(0.3)
+        server.stop()
+        last_error = f"jupyter lab (attempt {attempt + 1}) exited or did not answer within {timeout_s:.0f} s"
+        if "already in use" not in server.log_tail():
+            break
+    raise RuntimeError(f"{last_error}:\n{server.log_tail()}")
+
+
+def _launch(root: Path, state_dir: Path, settings: Path, env: dict[str, str], attempt: int) -> LabServer:
+    port = _free_port()
+    token = secrets.token_hex(24)
+    log_path = state_dir / f"jupyter-lab{attempt or ''}.log"
     cmd = [
         sys.executable, "-m", "jupyterlab",
         "--no-browser",
@@ -169,10 +191,9 @@ def start_lab_server(
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}",
-        "--ServerApp.password=",
         f"--ServerApp.root_dir={root}",
         f"--LabApp.user_settings_dir={settings}",
-        f"--LabApp.workspaces_dir={workspaces}",
+        f"--LabApp.workspaces_dir={state_dir / 'workspaces'}",
         # The test must not reach PyPI or the news feed.
         "--LabApp.news_url=None",
         "--LabApp.extension_manager=readonly",
@@ -180,18 +201,6 @@ def start_lab_server(
     ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # containers and CI runners often run as root
-    log = open(log_path, "wb")  # noqa: SIM115 - lives as long as the server
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
-    log.close()
-    server = LabServer(f"http://127.0.0.1:{port}", token, root, log_path, proc)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"jupyter lab exited with {proc.returncode}:\n{server.log_tail()}")
-        try:
-            server.api("/api/status", timeout_s=2.0)
-            return server
-        except (urllib.error.URLError, OSError, ValueError):
-            time.sleep(0.3)
-    server.stop()
-    raise RuntimeError(f"jupyter lab did not answer within {timeout_s:.0f} s:\n{server.log_tail()}")
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
+    return LabServer(f"http://127.0.0.1:{port}", token, root, log_path, proc)
