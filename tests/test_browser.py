@@ -41,8 +41,10 @@ RUN_TIMEOUT_S = 150.0
 
 
 def _chromium() -> str | None:
-    candidates = [os.environ.get("GDRLAB_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
-                  shutil.which("chromium-browser")]
+    chosen = os.environ.get("GDRLAB_CHROMIUM")
+    if chosen:  # an explicit choice is final: no silent fallback to another browser
+        return chosen if os.access(chosen, os.X_OK) else None
+    candidates = ["/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")]
     return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
 
 
@@ -51,6 +53,8 @@ def _missing_prerequisites() -> str | None:
     if missing:
         return "Python packages missing: " + ", ".join(missing)
     if _chromium() is None:
+        if os.environ.get("GDRLAB_CHROMIUM"):
+            return f"GDRLAB_CHROMIUM={os.environ['GDRLAB_CHROMIUM']} is not an executable file"
         return "no Chromium: /usr/bin/chromium absent and GDRLAB_CHROMIUM not set (apt-get install chromium)"
     return None
 
@@ -247,6 +251,7 @@ def test_lab04_crossover_in_browser(page: Any, server: LabServer, artifacts_dir:
         _run_notebook(page, server, rel)
         nbp.save_notebook_screenshot(page, artifacts_dir / "lab04-notebook.png")
         texts = nbp.output_texts(page)
+        assert any(t.startswith("quick mode: True") for t in texts), "GDRLAB_QUICK=1 did not reach the kernel"
         plots = nbp.plot_traces(page)
         assert all(p["width"] > 100 and p["height"] > 100 for p in plots), plots
         notes = lab_checks.check_lab04_plots(plots, texts)

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
-
 __all__ = ["QUICK_POINTS", "write_smoke_notebook", "count_code_cells"]
 
 # 2**3 .. 2**8 inclusive, worked out by hand from the range below.
@@ -59,6 +57,8 @@ def write_smoke_notebook(path: Path, broken: bool = False) -> Path:
         Insert a cell that raises before the widget cell, to prove the harness
         reports errors.
     """
+    import nbformat  # here, so a machine without it skips the browser test instead of failing to import
+
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     cells = [
@@ -81,5 +81,7 @@ def write_smoke_notebook(path: Path, broken: bool = False) -> Path:
 
 def count_code_cells(path: Path) -> int:
     """Number of code cells with source, the ones that get an execution count."""
+    import nbformat
+
     nb = nbformat.read(str(path), as_version=4)
     return sum(1 for c in nb.cells if c.cell_type == "code" and c.source.strip())
