@@ -354,3 +354,20 @@ def test_nccl_log_lines_from_the_recorded_h200_log():
     assert label.startswith("recorded") and "H200" in label
     lines, why = nccl_log_lines("no-such-log", ("x",))
     assert lines == [] and "no recorded NCCL log" in why
+
+
+@pytest.mark.parametrize("lab", sorted(LABS.values()))
+def test_markdown_is_not_indented_and_svg_is_well_formed(lab):
+    import re
+    import xml.etree.ElementTree as ET
+    nb = json.loads((ROOT / "labs" / "source" / lab / f"{lab}.ipynb").read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        text = "".join(cell["source"])
+        # four leading spaces would turn prose into a code block
+        assert not [ln for ln in text.splitlines() if ln.startswith("    ") and not ln.lstrip().startswith("<")], \
+            f"indented markdown in {lab} cell {cell['id']}"
+        for svg in re.findall(r"<svg.*?</svg>", text, flags=re.S):
+            ET.fromstring(svg)  # raises on malformed markup
+            assert "\n\n" not in svg, "a blank line inside inline SVG ends the HTML block in Markdown"

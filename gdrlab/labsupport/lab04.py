@@ -14,7 +14,7 @@ import numpy as np
 from . import SIZE_TICKS, quick_mode
 
 __all__ = [
-    "HISTORIC_PROFILES", "MEASURED_PATHS", "POLICY_PATHS", "GDR_POLICY_PATHS", "NO_GDR_POLICY_PATHS", "policy_paths", "measured_data", "sweep_widget",
+    "HISTORIC_PROFILES", "STATIC_SIZES", "MEASURED_PATHS", "POLICY_PATHS", "GDR_POLICY_PATHS", "NO_GDR_POLICY_PATHS", "policy_paths", "measured_data", "sweep_widget",
     "measured_figure", "model_table", "best_path", "policy_table", "grading_cases", "check_choose_path",
     "crossover_figure", "crossover_explorer", "crossovers", "overlay_profile", "gdr_live", "measured_summary",
 ]
@@ -24,6 +24,8 @@ MEASURED_PATHS = ("staged", "shared", "pipelined")
 POLICY_PATHS = ("gdrcopy", "gdr", "pipelined")
 GDR_POLICY_PATHS = ("gdr", "pipelined")          # GPU and NIC close enough for GDR
 NO_GDR_POLICY_PATHS = ("gdrcopy", "pipelined")   # no GDR: tiny messages by gdrcopy, rest staged
+# A live sweep outside the widget: every third power of two keeps it to seconds on a GPU.
+STATIC_SIZES = "8,64,512,4K,32K,256K,2M,16M,64M"
 _GRID = np.unique(np.round(np.logspace(0, 26, 105, base=2))).astype(np.int64)  # 1 B .. 64 MiB
 
 
@@ -49,7 +51,7 @@ def _lat_us(profile: str, path: str, sizes: np.ndarray, placement: str | None = 
 
 
 # ----------------------------------------------------------------------------- measured
-def measured_data(sizes: Any = "8:64M", paths: Iterable[str] = MEASURED_PATHS, live: bool | None = None) -> dict:
+def measured_data(sizes: Any = STATIC_SIZES, paths: Iterable[str] = MEASURED_PATHS, live: bool | None = None) -> dict:
     """``{path: LiveOrRecorded}``: measured now over the tcp wire where a GPU exists (a few
     sizes in quick mode), else the recorded H200 sweep, else nothing with the reason."""
     from .. import engine

@@ -1,12 +1,14 @@
 """Lab 04, staging vs RDMA crossover: generator of labs/source/04-crossover/04-crossover.ipynb."""
 from __future__ import annotations
 
+import textwrap
+
 from scripts.labs._nb import code, md, solution, tests
 
 LAB = "04-crossover"
 
 _PATHS_SVG = """
-<svg xmlns="http://www.w3.org/2000/svg" width="760" height="260" font-family="sans-serif" font-size="12">
+<svg xmlns="http://www.w3.org/2000/svg" width="760" height="276" font-family="sans-serif" font-size="12">
   <defs><marker id="a" markerWidth="8" markerHeight="8" refX="7" refY="3" orient="auto">
     <path d="M0,0 L7,3 L0,6 z" fill="#333"/></marker></defs>
   <rect x="20" y="20" width="110" height="40" fill="#d4edd4" stroke="#333"/><text x="35" y="45">GPU memory</text>
@@ -24,9 +26,10 @@ _PATHS_SVG = """
   <line x1="130" y1="170" x2="450" y2="170" stroke="#333" stroke-dasharray="12,4" marker-end="url(#a)"/><text x="160" y="164">chunks: copy of chunk k+1 overlaps the send of chunk k</text>
   <line x1="580" y1="170" x2="640" y2="170" stroke="#333" stroke-dasharray="12,4" marker-end="url(#a)"/>
   <text x="20" y="215" font-weight="bold">gdr</text>
-  <path d="M75,60 C75,240 690,240 690,60" fill="none" stroke="#b00" stroke-width="2" marker-end="url(#a)"/>
-  <text x="300" y="212" fill="#b00">the NIC reads GPU memory through BAR1 (peer-to-peer DMA)</text>
-  <text x="20" y="252">gdrcopy: like staged, but the CPU copies through a BAR1 mapping (about 0.1 µs to write a few bytes) instead of launching cudaMemcpy (6-8 µs)</text>
+  <polyline points="120,60 120,210 690,210 690,62" fill="none" stroke="#b00" stroke-width="2" marker-end="url(#a)"/>
+  <text x="250" y="228" fill="#b00">the NIC reads GPU memory through BAR1 (peer-to-peer DMA)</text>
+  <text x="20" y="250">gdrcopy: like staged, but the CPU copies through a BAR1 mapping (about 0.1 µs to write</text>
+  <text x="20" y="266">a few bytes to the GPU) instead of launching cudaMemcpy (6-8 µs)</text>
 </svg>
 """
 
@@ -60,10 +63,10 @@ def cells() -> list:
         QUICK = quick_mode()
         print("quick mode:", QUICK, "| GPU here:", engine.cuda_status()["usable"])
         """),
-        md("""
+        md(textwrap.dedent("""
         ## 1. The ways a GPU buffer leaves the node
 
-        """ + _PATHS_SVG + """
+        """) + _PATHS_SVG + textwrap.dedent("""
 
         | path | copies on the sender | what wins it |
         |---|---|---|
@@ -72,16 +75,16 @@ def cells() -> list:
         | `pipelined` | `shared` in chunks over several buffers | large messages: copy and wire overlap |
         | `gdr` | none: the NIC reads GPU memory | small messages: no copy launch at all |
         | `gdrcopy` | CPU copy through BAR1 instead of `cudaMemcpy` | tiny messages when GDR is not available |
-        """),
+        """)),
         md("""
         ## 2. Measure: staged, shared, pipelined over the tcp wire
 
         On a GPU machine the cell below measures each path now between two local processes over
-        TCP (a few sizes in quick mode). Elsewhere it loads the recorded sweeps from an NVIDIA H200
+        TCP (nine sizes; three in quick mode; the widget after it sweeps every power of two). Elsewhere it loads the recorded sweeps from an NVIDIA H200
         (if this copy of gdrlab ships them) and says so; with neither, it says why.
         """),
         code("""
-        data = lab04.measured_data("8:64M")
+        data = lab04.measured_data(lab04.STATIC_SIZES)   # recorded sweeps keep all their sizes
         for path, result in data.items():
             print(f"{path:10s} {result.source:9s} {result.why}")
         """),

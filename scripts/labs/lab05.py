@@ -1,18 +1,20 @@
 """Lab 05, topology pitfalls: generator of labs/source/05-topology/05-topology.ipynb."""
 from __future__ import annotations
 
+import textwrap
+
 from scripts.labs._nb import code, md, solution, tests
 
 LAB = "05-topology"
 
 _TREE_SVG = """
-<svg xmlns="http://www.w3.org/2000/svg" width="720" height="250" font-family="sans-serif" font-size="12">
-  <rect x="10" y="10" width="330" height="230" rx="8" fill="#eef4fb" stroke="#6a8fbf"/>
+<svg xmlns="http://www.w3.org/2000/svg" width="720" height="272" font-family="sans-serif" font-size="12">
+  <rect x="10" y="10" width="320" height="230" rx="8" fill="#eef4fb" stroke="#6a8fbf"/>
   <text x="20" y="30" font-weight="bold">Socket 0 (CPU0, NUMA 0)</text>
-  <rect x="380" y="10" width="330" height="230" rx="8" fill="#fbf1ea" stroke="#bf8a6a"/>
-  <text x="390" y="30" font-weight="bold">Socket 1 (CPU1, NUMA 1)</text>
-  <line x1="340" y1="60" x2="380" y2="60" stroke="#b00" stroke-width="3"/>
-  <text x="318" y="52" fill="#b00">QPI/UPI</text>
+  <rect x="400" y="10" width="310" height="230" rx="8" fill="#fbf1ea" stroke="#bf8a6a"/>
+  <text x="410" y="30" font-weight="bold">Socket 1 (CPU1, NUMA 1)</text>
+  <line x1="330" y1="60" x2="400" y2="60" stroke="#b00" stroke-width="3"/>
+  <text x="341" y="52" fill="#b00" font-size="11">QPI/UPI</text>
   <rect x="110" y="45" width="130" height="28" fill="white" stroke="#333"/><text x="125" y="64">host bridge (root)</text>
   <rect x="40" y="110" width="120" height="28" fill="white" stroke="#333"/><text x="55" y="129">PCIe switch A</text>
   <rect x="190" y="110" width="120" height="28" fill="white" stroke="#333"/><text x="205" y="129">PCIe switch B</text>
@@ -25,7 +27,7 @@ _TREE_SVG = """
   <rect x="480" y="45" width="130" height="28" fill="white" stroke="#333"/><text x="495" y="64">host bridge (root)</text>
   <rect x="515" y="180" width="60" height="28" fill="#f6e3b4" stroke="#333"/><text x="530" y="199">NIC1</text>
   <line x1="545" y1="73" x2="545" y2="180" stroke="#333"/>
-  <text x="20" y="230" font-size="11">GPU0-NIC0: PIX (one switch) | GPU1-NIC0: PHB (through the host bridge) | GPU0-NIC1: SYS (across sockets)</text>
+  <text x="20" y="262" font-size="12">GPU0-NIC0: PIX (one switch) | GPU1-NIC0: PHB (through the host bridge) | GPU0-NIC1: SYS (across sockets)</text>
 </svg>
 """
 
@@ -63,7 +65,7 @@ def cells() -> list:
 
         QUICK = quick_mode()
         """),
-        md("""
+        md(textwrap.dedent("""
         ## 1. The codes
 
         `nvidia-smi topo -m` (and `gdrlab topo`) labels every pair of devices by the farthest thing
@@ -81,7 +83,7 @@ def cells() -> list:
         | `NV#` | # NVLinks (GPU to GPU) | |
 
         A small made-up machine, to fix the picture:
-        """ + _TREE_SVG),
+        """) + _TREE_SVG),
         md("""
         ## 2. This machine's tree
 
