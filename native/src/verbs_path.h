@@ -52,11 +52,12 @@ class VerbsEndpoint {
   // The peer's landing region; throws Protocol when it is smaller than a message.
   void set_remote(const ConnInfo& c);
 
-  void send();
+  // signal: ask for a completion (the verification message, so finish() can wait for it).
+  void send(bool signal = false);
   void recv();
   void send_ack();
   void expect_ack();
-  // Waits until every write this side posted has completed.
+  // Waits for this side's last signaled write (send(true) is the last message of every test).
   void finish();
 
   Buffer& user() { return *user_; }

@@ -351,6 +351,11 @@ void RcLink::drain() {
   wait_for([&] { return completed_ >= target; }, "outstanding writes");
 }
 
+void RcLink::wait_signaled() {
+  const uint64_t target = last_signaled_;
+  wait_for([&] { return completed_ >= target; }, "the last signaled write");
+}
+
 uint32_t RcLink::wait_imm() {
   wait_for([&] { return imm_count_ > 0; }, "a message from the peer");
   uint32_t v = imm_ring_[imm_head_];

@@ -91,8 +91,11 @@ class RcLink {
   uint64_t write_imm(uint64_t laddr, uint32_t lkey, uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm,
                      bool signal);
   void wait_sent(uint64_t seq);
-  // Waits until every posted write completed.
+  // Waits until every posted write completed; posts a signaled zero-length write when the last
+  // post was unsignaled, so the peer's QP must still exist.
   void drain();
+  // Waits for the last signaled write: posts nothing, safe while the peer tears down.
+  void wait_signaled();
   // The next immediate value the peer sent (host byte order); the receive is reposted.
   uint32_t wait_imm();
 

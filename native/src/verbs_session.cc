@@ -128,8 +128,11 @@ void verbs_serve(TcpWire& wire, const std::vector<uint8_t>& body, int) {
   v.u64(static_cast<uint64_t>(bad));
   wire.send_control(FrameType::Verdict, v.bytes());
   ep->user().fill_pattern(spec.seed + 1, 0, spec.size);
-  ep->send();
+  ep->send(true);
   ep->finish();
+  // Tell the client our last write has completed: only then may it destroy its queue pair
+  // (a QP destroyed before its ACK went out would fail this side's write with RETRY_EXC).
+  wire.send_control(FrameType::Ack);
 }
 
 // ------------------------------------------------------------------------------ client side
@@ -197,12 +200,14 @@ VerbsRunResult VerbsClient::run(const TestSpec& spec, Buffer* user, size_t offse
       }
     }
     ep.user().fill_pattern(spec.seed, ep.offset(), spec.size);
-    ep.send();
+    ep.send(true);
     std::vector<uint8_t> verdict = w->expect(FrameType::Verdict);
     BodyReader vr(verdict.data(), verdict.size());
     int64_t bad_remote = static_cast<int64_t>(vr.u64());
     vr.done();
     ep.recv();
+    ep.finish();
+    w->expect(FrameType::Ack);  // the server's last write completed: our QP may go
     const char* pname = verbs_path_name(ep.config().path);
     if (bad_remote >= 0)
       throw Error(ErrorKind::Verify, "gdrlab", "verify", 0,
@@ -213,7 +218,6 @@ VerbsRunResult VerbsClient::run(const TestSpec& spec, Buffer* user, size_t offse
       throw Error(ErrorKind::Verify, "gdrlab", "verify", 0,
                   std::string("data corrupted on the way back from the peer over path '") + pname +
                       "' (verbs wire): first differing byte at offset " + std::to_string(bad_local));
-    ep.finish();
     res.verified = true;
     return res;
   } catch (const Error& e) {
