@@ -216,8 +216,8 @@ class ProtectionDomain(_Owner):
         address, size, keep, kind = _address_of(memory, length)
         if kind == "device":
             # Passing a GPU pointer to plain ibv_reg_mr is what lab 03 demonstrates: it works
-            # only with nvidia_peermem loaded, and fails with EFAULT otherwise.
-            n = _v().MemoryRegion.register_device(self._n, address, size, memory.device, access, "peermem")
+            # only with nvidia_peermem loaded, and fails with EFAULT (VerbsError) otherwise.
+            n = _v().MemoryRegion.register_device(self._n, address, size, memory.device, access, "raw")
         else:
             n = _v().MemoryRegion.register_host(self._n, address, size, access)
         return self._adopt(MemoryRegion(self, n, keep))

@@ -138,7 +138,8 @@ GpuRegistration registration_from(const std::string& s) {
   if (s == "auto") return GpuRegistration::Auto;
   if (s == "dmabuf") return GpuRegistration::DmaBuf;
   if (s == "peermem") return GpuRegistration::PeerMem;
-  throw_invalid("unknown GPU registration '" + s + "'; valid: auto, dmabuf, peermem");
+  if (s == "raw") return GpuRegistration::Raw;
+  throw_invalid("unknown GPU registration '" + s + "'; valid: auto, dmabuf, peermem, raw");
 }
 
 void bind_constants(nb::module_& v) {

@@ -249,7 +249,7 @@ std::unique_ptr<MemoryRegion> MemoryRegion::register_device(std::shared_ptr<Prot
   m->length_ = length;
   std::string dmabuf_why;
 
-  if (how != GpuRegistration::PeerMem) {
+  if (how == GpuRegistration::Auto || how == GpuRegistration::DmaBuf) {
     if (!api.reg_dmabuf_mr) {
       dmabuf_why = api.library + " has no ibv_reg_dmabuf_mr (IBVERBS_1.12, rdma-core 34+)";
     } else if (!cu.cuMemGetHandleForAddressRange) {
@@ -291,9 +291,9 @@ std::unique_ptr<MemoryRegion> MemoryRegion::register_device(std::shared_ptr<Prot
   }
 
   std::string peermem_version;
-  if (!peermem_loaded(&peermem_version)) {
+  if (how != GpuRegistration::Raw && !peermem_loaded(&peermem_version)) {
     std::string text = "GPU memory cannot be registered here: ";
-    if (how != GpuRegistration::PeerMem) text += dmabuf_why + "; and ";
+    if (how == GpuRegistration::Auto) text += dmabuf_why + "; and ";
     text += "nvidia_peermem is not loaded (/sys/module/nvidia_peermem is absent; modprobe nvidia_peermem)";
     throw_unavailable(text);
   }

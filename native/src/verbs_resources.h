@@ -94,8 +94,9 @@ class ProtectionDomain {
 enum class MrMechanism { Host = 0, DmaBuf = 1, PeerMem = 2 };
 const char* mr_mechanism_name(MrMechanism m);
 
-// What register_device may use: Auto tries dma-buf, then peer memory.
-enum class GpuRegistration { Auto = 0, DmaBuf = 1, PeerMem = 2 };
+// What register_device may use: Auto tries dma-buf, then peer memory. Raw passes the GPU pointer
+// to ibv_reg_mr without checking for nvidia_peermem first (to show the EFAULT it then gives).
+enum class GpuRegistration { Auto = 0, DmaBuf = 1, PeerMem = 2, Raw = 3 };
 
 constexpr int kDefaultAccess =
     ibv::IBV_ACCESS_LOCAL_WRITE | ibv::IBV_ACCESS_REMOTE_WRITE | ibv::IBV_ACCESS_REMOTE_READ;
