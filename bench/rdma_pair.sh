@@ -61,6 +61,7 @@ if [ "$ROLE" = server ]; then
   $PY -m gdrlab serve --listen "0.0.0.0:$PORT" --token "$GDRLAB_TOKEN" --device "$GPU" --timeout 60 &
   SERVE_PID=$!
   trap 'kill "$SERVE_PID" 2>/dev/null' EXIT
+  trap 'exit 130' INT TERM  # exit through the EXIT trap, which stops gdrlab serve
   for cfg in "${PERF_CONFIGS[@]}"; do
     IFS='|' read -r name tool opts <<<"$cfg"
     if ! perf_supported "$tool" "$opts"; then
