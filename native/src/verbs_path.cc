@@ -51,7 +51,11 @@ VerbsEndpoint::VerbsEndpoint(const VerbsPathConfig& cfg, std::shared_ptr<Protect
                     " does not fit the " + std::to_string(user->size()) + "-byte buffer");
     user_ = user;
   } else {
-    own_user_ = std::make_unique<Buffer>(gpu ? MemKind::Device : MemKind::Pageable, cfg_.size + offset, cfg_.device);
+    size_t alloc = cfg_.size + offset;
+    // The gdr path exports its buffer as a dma-buf: a whole number of 2 MiB GPU pages keeps the
+    // page-rounded export range inside this allocation even for tiny messages.
+    if (cfg_.path == VerbsPath::Gdr) alloc = (alloc + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+    own_user_ = std::make_unique<Buffer>(gpu ? MemKind::Device : MemKind::Pageable, alloc, cfg_.device);
     user_ = own_user_.get();
   }
   const int dev = user_->device();

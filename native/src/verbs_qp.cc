@@ -245,7 +245,8 @@ RcLink::RcLink(std::shared_ptr<ProtectionDomain> pd, const LinkConfig& cfg) : pd
   }
   std::random_device rd;
   psn_ = rd() & 0xFFFFFFu;
-  imm_ring_.assign(static_cast<size_t>(cfg_.rq_depth) + 1, 0);
+  // At most rq_depth immediates are queued before reposting stops, plus the receives still posted.
+  imm_ring_.assign(2 * static_cast<size_t>(cfg_.rq_depth) + 1, 0);
   // Receives may be posted in INIT: the peer's first write can arrive as soon as we reach RTR.
   for (int i = 0; i < cfg_.rq_depth; ++i) post_recv_one();
 }
@@ -361,6 +362,10 @@ uint32_t RcLink::wait_imm() {
   uint32_t v = imm_ring_[imm_head_];
   imm_head_ = (imm_head_ + 1) % imm_ring_.size();
   --imm_count_;
+  if (recv_deficit_ > 0) {
+    --recv_deficit_;
+    post_recv_one();
+  }
   return v;
 }
 
@@ -385,7 +390,10 @@ int RcLink::poll_some() {
       size_t tail = (imm_head_ + imm_count_) % imm_ring_.size();
       imm_ring_[tail] = ntohl(w.imm_data);
       ++imm_count_;
-      post_recv_one();
+      // Repost at once unless the messages pile up unread: then the peer waits (RNR) instead of
+      // overrunning the ring.
+      if (imm_count_ < static_cast<size_t>(cfg_.rq_depth)) post_recv_one();
+      else ++recv_deficit_;
     } else if (w.wr_id > completed_) {
       completed_ = w.wr_id;  // RC completes in order: this retires every earlier post
     }

@@ -131,6 +131,7 @@ class RcLink {
   std::vector<uint32_t> imm_ring_;
   size_t imm_head_ = 0;
   size_t imm_count_ = 0;
+  int recv_deficit_ = 0;  // receives not reposted while too many immediates wait to be consumed
 };
 
 }  // namespace gdrlab
