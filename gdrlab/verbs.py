@@ -298,8 +298,9 @@ def registration_cost(sizes: Any = "4K:256M", memory: str = "host", *, repeats: 
 
     ``memory`` is ``"host"`` (page-aligned host memory) or ``"device"`` (GPU memory). Each size is
     registered ``repeats`` times; one row per size with columns memory, size, mechanism, repeats,
-    reg_us_min, reg_us_p50, dereg_us_p50, bar1_used_before_bytes, bar1_used_during_bytes (BAR1
-    use while the region is registered; None with ``attrs["bar1_reason"]`` without NVML).
+    reg_us_min, reg_us_p50, dereg_us_p50, bar1_used_before_bytes, bar1_used_during_bytes (while
+    the region is registered), bar1_used_after_bytes (after deregistration); the BAR1 figures are
+    None for host memory, and None with the reason in ``attrs["bar1_reason"]`` without NVML.
     """
     import pandas as pd
 
@@ -328,6 +329,7 @@ def registration_cost(sizes: Any = "4K:256M", memory: str = "host", *, repeats: 
                 mr.close()
                 reg.append(mr.reg_us)
                 dereg.append(mr.dereg_us)
+            after = bar1_usage(device) if memory == "device" else {"used_bytes": None}
             bar1_reason = before.get("reason", "") or (during or {}).get("reason", "")
             rows.append({
                 "memory": memory, "size": size, "mechanism": mech, "repeats": repeats,
@@ -335,6 +337,7 @@ def registration_cost(sizes: Any = "4K:256M", memory: str = "host", *, repeats: 
                 "dereg_us_p50": float(np.median(dereg)),
                 "bar1_used_before_bytes": before.get("used_bytes"),
                 "bar1_used_during_bytes": (during or {}).get("used_bytes"),
+                "bar1_used_after_bytes": after.get("used_bytes"),
             })
         hca = dev.name
     df = pd.DataFrame(rows)

@@ -151,3 +151,35 @@ def test_registration_objects(fake_lib):
     assert [r["size"] for r in cost] == [4096, 65536]
     assert all(r["mechanism"] == "host" and r["repeats"] == 3 and r["reg_us_p50"] > 0 for r in cost)
     assert out["cost_prov"]["hca"] == "fake0"
+
+
+SERVER_REFUSES = r"""
+import json, os, threading
+from gdrlab import _native
+from gdrlab.verbs_bench import VerbsConnection
+srv = _native.Server("127.0.0.1", 0, "tok", 10000)
+served = []
+t = threading.Thread(target=lambda: served.append(srv.serve_one(20000)))
+t.start()
+out = {}
+with VerbsConnection("127.0.0.1", srv.port, "tok", 10) as c:
+    os.environ["GDRLAB_IB_GID_INDEX"] = "999"  # read by the server for this test only
+    try:
+        c.run("host", 64, mode="verify", iters=0, warmup=0)
+    except Exception as e:
+        out["refused"] = {"type": type(e).__name__, "message": str(e)}
+    del os.environ["GDRLAB_IB_GID_INDEX"]
+    s, nbytes, ok, info = c.run("host", 64, mode="lat", iters=5, warmup=1)
+    out["after"] = {"ok": ok, "samples": len(s), "bytes": nbytes}
+t.join()
+out["served"] = served
+print(json.dumps(out))
+"""
+
+
+def test_a_test_the_server_cannot_set_up_leaves_the_session_usable(fake_lib):
+    out = _py(fake_lib, SERVER_REFUSES)
+    assert out["refused"]["type"] == "InvalidArgument"
+    assert "GDRLAB_IB_GID_INDEX='999'" in out["refused"]["message"]
+    assert out["after"] == {"ok": True, "samples": 5, "bytes": 64.0}
+    assert out["served"] == [[True, ""]]
