@@ -135,6 +135,15 @@ std::string VerbsEndpoint::mechanism() const {
 
 void VerbsEndpoint::finish() { link_.wait_signaled(); }
 
+void VerbsEndpoint::flush_gpu_writes() {
+  if (cfg_.path != VerbsPath::Gdr) return;
+  const CudaApi& api = cuda();
+  if (!api.cuFlushGPUDirectRDMAWrites) return;  // drivers before CUDA 11.3 order these writes themselves
+  cuda_use(user_->device());
+  GDRLAB_CU(api.cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+                                           CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER));
+}
+
 uint32_t VerbsEndpoint::expect_data() {
   uint32_t imm = link_.wait_imm();
   if ((imm & ~kImmIndexMask) != kImmData)

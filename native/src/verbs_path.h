@@ -57,6 +57,10 @@ class VerbsEndpoint {
   void recv();
   void send_ack();
   void expect_ack();
+  // gdr: makes the HCA's writes into GPU memory visible to CUDA copies before the data is read
+  // back for verification (cuFlushGPUDirectRDMAWrites where the driver has it). Not done inside
+  // the timed loops, which, like perftest, time the data movement only.
+  void flush_gpu_writes();
   // Waits for this side's last signaled write (send(true) is the last message of every test).
   void finish();
 

@@ -123,6 +123,7 @@ void verbs_serve(TcpWire& wire, const std::vector<uint8_t>& body, int) {
     }
   }
   ep->recv();
+  ep->flush_gpu_writes();
   int64_t bad = ep->user().check_pattern(spec.seed, 0, spec.size);
   BodyWriter v;
   v.u64(static_cast<uint64_t>(bad));
@@ -206,6 +207,7 @@ VerbsRunResult VerbsClient::run(const TestSpec& spec, Buffer* user, size_t offse
     int64_t bad_remote = static_cast<int64_t>(vr.u64());
     vr.done();
     ep.recv();
+    ep.flush_gpu_writes();
     ep.finish();
     w->expect(FrameType::Ack);  // the server's last write completed: our QP may go
     const char* pname = verbs_path_name(ep.config().path);
