@@ -19,6 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_SRC = ROOT / "tests" / "fake_verbs" / "fake_ibverbs.cc"
+FAKE_MAP = ROOT / "tests" / "fake_verbs" / "fake_ibverbs.map"
 BENCH_COLUMNS = ["path", "wire", "size", "iters", "lat_min_us", "lat_p50_us", "lat_p99_us", "lat_mean_us", "bw_gbps",
                  "verified", "chunk", "depth"]
 
@@ -48,7 +49,7 @@ def fake_lib(tmp_path_factory) -> str:
         pytest.skip("g++ is not installed: cannot build the stand-in libibverbs")
     out = tmp_path_factory.mktemp("fakeibv") / "libfakeibverbs.so"
     r = subprocess.run([gxx, "-std=c++17", "-shared", "-fPIC", "-O1", f"-I{ROOT / 'native' / 'src'}", str(FAKE_SRC),
-                        "-o", str(out)], capture_output=True, text=True)
+                        f"-Wl,--version-script={FAKE_MAP}", "-o", str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     return str(out)
 
@@ -110,6 +111,7 @@ import gdrlab.verbs as gv
 from gdrlab.errors import VerbsError, Unavailable
 out = {}
 out["status"] = gv.status()
+out["peer_memory"] = gv.peer_memory_status()
 with gv.Device() as dev:
     out["name"] = dev.name
     out["ports"] = dev.info["ports"]
@@ -117,6 +119,9 @@ with gv.Device() as dev:
     with dev.alloc_pd() as pd:
         a = np.zeros(8192, dtype=np.uint8)
         with pd.reg_mr(a) as mr:
+            import ctypes
+            fake = ctypes.CDLL(gv.status()["library"])
+            out["relaxed_ordering_regions"] = fake.fake_ibv_mr_count_with_access(1 << 20)
             out["mr"] = {"lkey": mr.lkey, "rkey": mr.rkey, "length": mr.length, "mechanism": mr.mechanism,
                          "address_ok": mr.address == a.ctypes.data, "reg_us": mr.reg_us}
         out["closed"] = mr.closed
@@ -144,6 +149,11 @@ def test_registration_objects(fake_lib):
     assert mr["mechanism"] == "host" and mr["length"] == 8192 and mr["address_ok"]
     assert mr["lkey"] != mr["rkey"] and mr["reg_us"] > 0
     assert out["closed"] is True
+    # ibv_reg_mr_iova2 (IBVERBS_1.8) was found by version and used to ask for relaxed ordering.
+    assert out["relaxed_ordering_regions"] == 1
+    # The stand-in exports no IBVERBS_1.12: the optional symbol is missing, the rest works.
+    assert out["peer_memory"]["reg_dmabuf_mr"] is False
+    assert "IBVERBS_1.12" in out["peer_memory"]["reg_dmabuf_mr_reason"]
     assert out["enomem"]["errno"] == 12
     assert "RLIMIT_MEMLOCK" in out["enomem"]["message"] and "ibv_reg_mr" in out["enomem"]["message"]
     assert "mlx5_9" in out["missing_device"] and "fake0" in out["missing_device"]
@@ -183,3 +193,11 @@ def test_a_test_the_server_cannot_set_up_leaves_the_session_usable(fake_lib):
     assert "GDRLAB_IB_GID_INDEX='999'" in out["refused"]["message"]
     assert out["after"] == {"ok": True, "samples": 5, "bytes": 64.0}
     assert out["served"] == [[True, ""]]
+
+
+def test_relaxed_ordering_can_be_turned_off(fake_lib):
+    code = ("import ctypes, json, numpy as np, gdrlab.verbs as gv\n"
+            "with gv.Device() as d, d.alloc_pd() as pd, pd.reg_mr(np.zeros(4096, np.uint8)):\n"
+            "    f = ctypes.CDLL(gv.status()['library'])\n"
+            "    print(json.dumps([f.fake_ibv_mr_count_with_access(1 << 20), f.fake_ibv_mr_count_with_access(2)]))\n")
+    assert _py(fake_lib, code, GDRLAB_IB_RELAXED_ORDERING="0") == [0, 1]

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -123,6 +124,25 @@ ibv::ibv_context* open_named(const VerbsApi& api, const std::string& want, std::
                     "); check cables and the subnet manager (ibstat)");
 }
 
+// PCIe relaxed ordering lets the root complex reorder the HCA's writes, which matters for GPU
+// memory on several platforms; NCCL and perftest ask for it where the library can express it
+// (IBVERBS_1.8's ibv_reg_mr_iova2; optional access flags are ignored by devices without it).
+// GDRLAB_IB_RELAXED_ORDERING=0 turns it off.
+bool relaxed_ordering_wanted() {
+  static const bool on = [] {
+    const char* e = std::getenv("GDRLAB_IB_RELAXED_ORDERING");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
+ibv::ibv_mr* reg_plain(const VerbsApi& api, ibv::ibv_pd* pd, void* addr, size_t length, int access) {
+  if (api.reg_mr_iova2 && relaxed_ordering_wanted())
+    return api.reg_mr_iova2(pd, addr, length, reinterpret_cast<uint64_t>(addr),
+                            static_cast<unsigned>(access | ibv::IBV_ACCESS_RELAXED_ORDERING));
+  return api.reg_mr(pd, addr, length, access);
+}
+
 std::string read_line(const std::string& path) {
   std::ifstream f(path);
   std::string s;
@@ -228,7 +248,7 @@ std::unique_ptr<MemoryRegion> MemoryRegion::register_host(std::shared_ptr<Protec
   m->pd_ = std::move(pd);
   auto t0 = Clock::now();
   errno = 0;
-  m->mr_ = api.reg_mr(m->pd_->get(), addr, length, access);
+  m->mr_ = reg_plain(api, m->pd_->get(), addr, length, access);
   m->reg_s_ = since(t0);
   if (!m->mr_) throw_verbs("ibv_reg_mr", errno ? errno : EINVAL, std::to_string(length) + " bytes of host memory");
   m->addr_ = reinterpret_cast<uint64_t>(addr);
@@ -273,7 +293,8 @@ std::unique_ptr<MemoryRegion> MemoryRegion::register_device(std::shared_ptr<Prot
       } else {
         auto t0 = Clock::now();
         errno = 0;
-        m->mr_ = api.reg_dmabuf_mr(m->pd_->get(), offset, length, addr, fd, access);
+        const int flags = access | (relaxed_ordering_wanted() ? ibv::IBV_ACCESS_RELAXED_ORDERING : 0);
+        m->mr_ = api.reg_dmabuf_mr(m->pd_->get(), offset, length, addr, fd, flags);
         m->reg_s_ = since(t0);
         int err = errno ? errno : EINVAL;
         // The MR holds its own reference to the dma-buf; our descriptor is no longer needed.
@@ -299,7 +320,7 @@ std::unique_ptr<MemoryRegion> MemoryRegion::register_device(std::shared_ptr<Prot
   }
   auto t0 = Clock::now();
   errno = 0;
-  m->mr_ = api.reg_mr(m->pd_->get(), reinterpret_cast<void*>(addr), length, access);
+  m->mr_ = reg_plain(api, m->pd_->get(), reinterpret_cast<void*>(addr), length, access);
   m->reg_s_ = since(t0);
   if (!m->mr_) throw_verbs("ibv_reg_mr", errno ? errno : EINVAL, std::to_string(length) + " bytes of GPU memory", true);
   m->mechanism_ = MrMechanism::PeerMem;

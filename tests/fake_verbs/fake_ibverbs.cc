@@ -8,6 +8,9 @@
 // right states, lkey/rkey bounds and REMOTE_WRITE access. A receive-not-ready write waits for a
 // receive, as RNR retry with rnr_retry = 7 does.
 //
+// Built with fake_ibverbs.map, it exports the IBVERBS_1.1 calls and IBVERBS_1.8's
+// ibv_reg_mr_iova2 under those version names, but not IBVERBS_1.12's ibv_reg_dmabuf_mr.
+//
 // Environment: FAKE_IBV_CORRUPT=1 flips one byte of every non-empty write (to prove that
 // verification catches it); FAKE_IBV_MAX_MR=N fails registrations larger than N bytes with ENOMEM.
 #include <cerrno>
@@ -177,6 +180,23 @@ ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t len, int access) {
   mrs.push_back(m);
   return &m->mr;
 }
+// IBVERBS_1.8. The stand-in keeps the access flags, optional ones (relaxed ordering) included.
+ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsigned access) {
+  if (iova != reinterpret_cast<uint64_t>(addr)) {  // only identity-mapped regions are modelled
+    errno = EINVAL;
+    return nullptr;
+  }
+  return ibv_reg_mr(pd, addr, len, static_cast<int>(access));
+}
+
+// For tests: how many live regions have every bit of `access` set.
+int fake_ibv_mr_count_with_access(int access) {
+  std::lock_guard<std::mutex> l(mu);
+  int n = 0;
+  for (FakeMr* m : mrs) n += (m->access & access) == access;
+  return n;
+}
+
 int ibv_dereg_mr(ibv_mr* mr) {
   std::lock_guard<std::mutex> l(mu);
   for (size_t i = 0; i < mrs.size(); ++i)
