@@ -70,12 +70,15 @@ def _enum_names() -> list[str]:
 
 def _program() -> str:
     lines = ['#include <infiniband/verbs.h>', '#include "verbs_abi.h"', "#include <cstdio>", "#include <cstddef>",
+             "#include <utility>",
              "namespace g = gdrlab::ibv;", "int main() {"]
     for struct, fields in FIELDS.items():
         lines.append(f'  std::printf("size {struct} %zu %zu\\n", sizeof(::{struct}), sizeof(g::{struct}));')
         for f in fields:
             lines.append(f'  std::printf("offset {struct}.{f} %zu %zu\\n", offsetof(::{struct}, {f}), '
                          f'offsetof(g::{struct}, {f}));')
+            lines.append(f'  std::printf("fsize {struct}.{f} %zu %zu\\n", sizeof(std::declval<::{struct}&>().{f}), '
+                         f'sizeof(std::declval<g::{struct}&>().{f}));')
     lines.append('  std::printf("size ibv_gid %zu %zu\\n", sizeof(::ibv_gid), sizeof(g::ibv_gid));')
     lines.append('  std::printf("offset ibv_port_attr.END %zu %zu\\n", offsetof(::ibv_port_attr, port_cap_flags2) + 2, '
                  'offsetof(g::ibv_port_attr, port_cap_flags2) + 2);')
@@ -120,6 +123,13 @@ def test_field_offsets_match(abi_rows):
     assert len(offsets) > 150
     bad = [(n, t, o) for k, n, t, o in offsets if t != o]
     assert not bad, f"offsets differ (field, verbs.h, ours): {bad}"
+
+
+def test_field_sizes_match(abi_rows):
+    sizes = [r for r in abi_rows if r[0] == "fsize"]
+    assert len(sizes) > 150
+    bad = [(n, t, o) for k, n, t, o in sizes if t != o]
+    assert not bad, f"field sizes differ (field, verbs.h, ours): {bad}"
 
 
 def test_enum_values_match(abi_rows):
