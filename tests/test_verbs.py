@@ -361,3 +361,13 @@ def test_bar1_usage_says_why_when_unmeasured():
         assert u["reason"]
     else:
         assert 0 <= u["used_bytes"] <= u["total_bytes"]
+
+
+def test_extension_does_not_link_libibverbs():
+    import shutil
+    ldd = shutil.which("ldd")
+    if not ldd:
+        pytest.skip("ldd is not installed")
+    out = subprocess.run([ldd, _native.__file__], capture_output=True, text=True).stdout
+    assert "ld-linux" in out or "libc.so" in out, out  # ldd really listed the dependencies
+    assert "ibverbs" not in out, "libibverbs must be opened with dlopen at first use, not linked"
