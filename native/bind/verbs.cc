@@ -1,6 +1,307 @@
-// Bindings for the verbs layer (gdrlab.verbs). Filled in by the verbs module.
+// Bindings for the verbs layer: gdrlab._native.verbs. The Pythonic objects (Device ->
+// ProtectionDomain -> MemoryRegion, context managers) live in gdrlab/verbs.py; this is the thin
+// backend under them, plus the pure connection and QP-attribute functions for tests.
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+
+#include "buffer.h"
+#include "error.h"
+#include "verbs_api.h"
+#include "verbs_qp.h"
+#include "verbs_resources.h"
+#include "verbs_session.h"
 
 namespace nb = nanobind;
+using namespace nb::literals;
+using namespace gdrlab;
 
-void bind_verbs(nb::module_& m) { (void)m; }
+namespace {
+
+nb::bytes as_bytes(const std::vector<uint8_t>& v) { return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size()); }
+
+const uint8_t* bytes_ptr(const nb::bytes& b) { return reinterpret_cast<const uint8_t*>(b.c_str()); }
+
+nb::dict port_dict(const PortInfo& p) {
+  nb::dict d;
+  d["port"] = p.port;
+  d["state"] = p.state;
+  d["max_mtu"] = p.max_mtu;
+  d["active_mtu"] = p.active_mtu;
+  d["lid"] = p.lid;
+  d["link_layer"] = p.link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
+  d["gid_tbl_len"] = p.gid_tbl_len;
+  d["active_width"] = p.active_width;
+  d["active_speed"] = p.active_speed;
+  return d;
+}
+
+nb::dict device_dict(const DeviceInfo& i) {
+  nb::dict d;
+  d["name"] = i.name;
+  d["fw_ver"] = i.fw_ver;
+  d["node_guid"] = i.node_guid;
+  d["vendor_id"] = i.vendor_id;
+  d["vendor_part_id"] = i.vendor_part_id;
+  d["phys_port_cnt"] = i.phys_port_cnt;
+  d["max_qp"] = i.max_qp;
+  d["max_qp_wr"] = i.max_qp_wr;
+  d["max_cqe"] = i.max_cqe;
+  d["max_mr"] = i.max_mr;
+  d["max_mr_size"] = i.max_mr_size;
+  nb::list ports;
+  for (const PortInfo& p : i.ports) ports.append(port_dict(p));
+  d["ports"] = ports;
+  return d;
+}
+
+nb::dict conn_dict(const ConnInfo& c) {
+  nb::dict d;
+  d["qpn"] = c.qpn;
+  d["psn"] = c.psn;
+  d["lid"] = c.lid;
+  d["link_layer"] = c.link_layer;
+  d["mtu"] = c.mtu;
+  d["gid"] = nb::bytes(reinterpret_cast<const char*>(c.gid), 16);
+  d["gid_index"] = c.gid_index;
+  d["rkey"] = c.rkey;
+  d["addr"] = c.addr;
+  d["length"] = c.length;
+  return d;
+}
+
+ConnInfo conn_from(const nb::dict& d) {
+  ConnInfo c;
+  c.qpn = nb::cast<uint32_t>(d["qpn"]);
+  c.psn = nb::cast<uint32_t>(d["psn"]);
+  c.lid = nb::cast<uint16_t>(d["lid"]);
+  c.link_layer = nb::cast<uint8_t>(d["link_layer"]);
+  c.mtu = nb::cast<uint8_t>(d["mtu"]);
+  nb::bytes g = nb::cast<nb::bytes>(d["gid"]);
+  if (g.size() != 16) throw_invalid("gid must be 16 bytes");
+  std::memcpy(c.gid, g.c_str(), 16);
+  c.gid_index = nb::cast<uint8_t>(d["gid_index"]);
+  c.rkey = nb::cast<uint32_t>(d["rkey"]);
+  c.addr = nb::cast<uint64_t>(d["addr"]);
+  c.length = nb::cast<uint64_t>(d["length"]);
+  return c;
+}
+
+nb::dict attrs_dict(const QpAttrs& q) {
+  const ibv::ibv_qp_attr& a = q.attr;
+  nb::dict d;
+  d["mask"] = q.mask;
+  d["qp_state"] = static_cast<int>(a.qp_state);
+  d["pkey_index"] = a.pkey_index;
+  d["port_num"] = a.port_num;
+  d["qp_access_flags"] = a.qp_access_flags;
+  d["path_mtu"] = static_cast<int>(a.path_mtu);
+  d["dest_qp_num"] = a.dest_qp_num;
+  d["rq_psn"] = a.rq_psn;
+  d["sq_psn"] = a.sq_psn;
+  d["max_dest_rd_atomic"] = a.max_dest_rd_atomic;
+  d["max_rd_atomic"] = a.max_rd_atomic;
+  d["min_rnr_timer"] = a.min_rnr_timer;
+  d["timeout"] = a.timeout;
+  d["retry_cnt"] = a.retry_cnt;
+  d["rnr_retry"] = a.rnr_retry;
+  nb::dict ah;
+  ah["is_global"] = a.ah_attr.is_global;
+  ah["dlid"] = a.ah_attr.dlid;
+  ah["sl"] = a.ah_attr.sl;
+  ah["src_path_bits"] = a.ah_attr.src_path_bits;
+  ah["port_num"] = a.ah_attr.port_num;
+  ah["dgid"] = nb::bytes(reinterpret_cast<const char*>(a.ah_attr.grh.dgid.raw), 16);
+  ah["sgid_index"] = a.ah_attr.grh.sgid_index;
+  ah["hop_limit"] = a.ah_attr.grh.hop_limit;
+  ah["traffic_class"] = a.ah_attr.grh.traffic_class;
+  ah["flow_label"] = a.ah_attr.grh.flow_label;
+  d["ah_attr"] = ah;
+  return d;
+}
+
+using Samples = nb::ndarray<nb::numpy, double, nb::ndim<1>>;
+
+Samples samples_array(std::vector<double>&& v) {
+  auto* heap = new std::vector<double>(std::move(v));
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<double>*>(p); });
+  return Samples(heap->data(), {heap->size()}, owner);
+}
+
+GpuRegistration registration_from(const std::string& s) {
+  if (s == "auto") return GpuRegistration::Auto;
+  if (s == "dmabuf") return GpuRegistration::DmaBuf;
+  if (s == "peermem") return GpuRegistration::PeerMem;
+  if (s == "raw") return GpuRegistration::Raw;
+  throw_invalid("unknown GPU registration '" + s + "'; valid: auto, dmabuf, peermem, raw");
+}
+
+void bind_constants(nb::module_& v) {
+  nb::dict c;
+#define GDRLAB_C(name) c[#name] = static_cast<long long>(ibv::name);
+  GDRLAB_C(IBV_MTU_256) GDRLAB_C(IBV_MTU_512) GDRLAB_C(IBV_MTU_1024) GDRLAB_C(IBV_MTU_2048) GDRLAB_C(IBV_MTU_4096)
+  GDRLAB_C(IBV_QPS_RESET) GDRLAB_C(IBV_QPS_INIT) GDRLAB_C(IBV_QPS_RTR) GDRLAB_C(IBV_QPS_RTS)
+  GDRLAB_C(IBV_QP_STATE) GDRLAB_C(IBV_QP_ACCESS_FLAGS) GDRLAB_C(IBV_QP_PKEY_INDEX) GDRLAB_C(IBV_QP_PORT)
+  GDRLAB_C(IBV_QP_AV) GDRLAB_C(IBV_QP_PATH_MTU) GDRLAB_C(IBV_QP_TIMEOUT) GDRLAB_C(IBV_QP_RETRY_CNT)
+  GDRLAB_C(IBV_QP_RNR_RETRY) GDRLAB_C(IBV_QP_RQ_PSN) GDRLAB_C(IBV_QP_MAX_QP_RD_ATOMIC) GDRLAB_C(IBV_QP_MIN_RNR_TIMER)
+  GDRLAB_C(IBV_QP_SQ_PSN) GDRLAB_C(IBV_QP_MAX_DEST_RD_ATOMIC) GDRLAB_C(IBV_QP_DEST_QPN)
+  GDRLAB_C(IBV_ACCESS_LOCAL_WRITE) GDRLAB_C(IBV_ACCESS_REMOTE_WRITE) GDRLAB_C(IBV_ACCESS_REMOTE_READ)
+  GDRLAB_C(IBV_LINK_LAYER_INFINIBAND) GDRLAB_C(IBV_LINK_LAYER_ETHERNET) GDRLAB_C(IBV_PORT_ACTIVE)
+#undef GDRLAB_C
+  v.attr("CONSTANTS") = c;
+  v.attr("DEFAULT_ACCESS") = kDefaultAccess;
+}
+
+}  // namespace
+
+void bind_verbs(nb::module_& m) {
+  nb::module_ v = m.def_submodule("verbs", "verbs layer (private: use gdrlab.verbs)");
+  bind_constants(v);
+
+  v.def("library_name", &verbs_library_name);
+  v.def("status", []() {
+    VerbsStatus s;
+    {
+      nb::gil_scoped_release release;
+      s = verbs_status();
+    }
+    nb::dict d;
+    d["library_found"] = s.library_found;
+    d["reason"] = s.reason;
+    d["devices"] = s.devices;
+    d["library"] = verbs_library_name();
+    return d;
+  });
+  v.def("devices", []() {
+    nb::list out;
+    for (const DeviceInfo& i : verbs_devices()) out.append(device_dict(i));
+    return out;
+  });
+  v.def("peermem_loaded", []() {
+    std::string ver;
+    bool ok = peermem_loaded(&ver);
+    return std::make_tuple(ok, ver);
+  });
+  v.def("has_reg_dmabuf_mr", []() { return verbs().reg_dmabuf_mr != nullptr; });
+  v.def("verbs_hint", &verbs_hint, "call"_a, "err"_a, "gpu_memory"_a);
+
+  nb::class_<Context>(v, "Context")
+      .def(nb::new_([](const std::string& name) { return std::make_shared<Context>(name); }), "name"_a = "")
+      .def_prop_ro("name", &Context::name)
+      .def_prop_ro("info", [](const Context& c) { return device_dict(c.info()); })
+      .def("port_attr", [](const Context& c, int port) {
+            ibv::ibv_port_attr a = c.port_attr(port);
+            PortInfo p;
+            p.port = port; p.state = a.state; p.max_mtu = a.max_mtu; p.active_mtu = a.active_mtu; p.lid = a.lid;
+            p.link_layer = a.link_layer; p.gid_tbl_len = a.gid_tbl_len; p.active_width = a.active_width;
+            p.active_speed = a.active_speed;
+            return port_dict(p);
+          }, "port"_a)
+      .def("gid", [](const Context& c, int port, int index) {
+            ibv::ibv_gid g = c.gid(port, index);
+            return nb::bytes(reinterpret_cast<const char*>(g.raw), 16);
+          }, "port"_a, "index"_a)
+      .def("active_port", &Context::active_port);
+
+  nb::class_<ProtectionDomain>(v, "ProtectionDomain")
+      .def(nb::new_([](std::shared_ptr<Context> c) { return std::make_shared<ProtectionDomain>(std::move(c)); }),
+           "context"_a);
+
+  nb::class_<MemoryRegion>(v, "MemoryRegion")
+      .def_static("register_host", [](std::shared_ptr<ProtectionDomain> pd, uintptr_t addr, size_t length, int access) {
+            nb::gil_scoped_release release;
+            return MemoryRegion::register_host(std::move(pd), reinterpret_cast<void*>(addr), length, access);
+          }, "pd"_a, "address"_a, "length"_a, "access"_a = kDefaultAccess)
+      .def_static("register_device", [](std::shared_ptr<ProtectionDomain> pd, uint64_t addr, size_t length, int device,
+                                        int access, const std::string& how) {
+            GpuRegistration h = registration_from(how);
+            nb::gil_scoped_release release;
+            return MemoryRegion::register_device(std::move(pd), addr, length, device, access, h);
+          }, "pd"_a, "address"_a, "length"_a, "device"_a, "access"_a = kDefaultAccess, "how"_a = "auto")
+      .def_prop_ro("lkey", &MemoryRegion::lkey)
+      .def_prop_ro("rkey", &MemoryRegion::rkey)
+      .def_prop_ro("address", &MemoryRegion::addr)
+      .def_prop_ro("length", &MemoryRegion::length)
+      .def_prop_ro("mechanism", [](const MemoryRegion& r) { return std::string(mr_mechanism_name(r.mechanism())); })
+      .def_prop_ro("fallback_reason", &MemoryRegion::fallback_reason)
+      .def_prop_ro("reg_seconds", &MemoryRegion::reg_seconds)
+      .def_prop_ro("dereg_seconds", &MemoryRegion::dereg_seconds)
+      .def_prop_ro("closed", &MemoryRegion::closed)
+      .def("close", &MemoryRegion::close, nb::call_guard<nb::gil_scoped_release>());
+
+  nb::class_<VerbsClient>(v, "Client")
+      .def(nb::init<const std::string&, int, const std::string&, int>(), "host"_a, "port"_a, "token"_a,
+           "timeout_ms"_a, nb::call_guard<nb::gil_scoped_release>())
+      .def_prop_ro("server_description", &VerbsClient::server_description)
+      .def("run",
+           [](VerbsClient& c, const std::string& path, int mode, uint64_t size, uint32_t iters, uint32_t warmup,
+              uint32_t window, uint64_t chunk, uint32_t depth, uint32_t device, uint64_t seed, Buffer* buffer,
+              size_t offset) {
+             TestSpec s;
+             s.path = static_cast<uint8_t>(verbs_path_from_name(path));
+             s.mode = static_cast<uint8_t>(mode);
+             s.size = size; s.iters = iters; s.warmup = warmup; s.window = window;
+             s.chunk = chunk; s.depth = depth; s.device = device; s.seed = seed;
+             VerbsRunResult r;
+             {
+               nb::gil_scoped_release release;
+               r = c.run(s, buffer, offset);
+             }
+             nb::dict info;
+             info["mechanism"] = r.mechanism;
+             info["peer_mechanism"] = r.peer_mechanism;
+             info["device"] = r.device_name;
+             info["port"] = r.port;
+             info["link_layer"] = r.link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand";
+             info["gid_index"] = r.gid_index;
+             info["path_mtu_bytes"] = r.path_mtu ? mtu_bytes(r.path_mtu) : 0;
+             return std::make_tuple(samples_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified, info);
+           },
+           "path"_a, "mode"_a, "size"_a, "iters"_a, "warmup"_a, "window"_a, "chunk"_a, "depth"_a, "device"_a,
+           "seed"_a, "buffer"_a = nb::none(), "offset"_a = 0)
+      .def("close", &VerbsClient::close, nb::call_guard<nb::gil_scoped_release>());
+
+  // Pure functions: connection data and queue-pair attribute choices.
+  v.def("encode_conn_info", [](const nb::dict& d) { return as_bytes(encode_conn_info(conn_from(d))); });
+  v.def("decode_conn_info", [](const nb::bytes& b) { return conn_dict(decode_conn_info(bytes_ptr(b), b.size())); });
+  v.def("encode_connect_request", [](const nb::bytes& spec, const nb::dict& d) {
+    TestSpec s = decode_spec(bytes_ptr(spec), spec.size());
+    return as_bytes(encode_connect_request(s, conn_from(d)));
+  }, "spec"_a, "conn"_a);
+  v.def("decode_connect_request", [](const nb::bytes& b) {
+    TestSpec s;
+    ConnInfo c;
+    decode_connect_request(bytes_ptr(b), b.size(), &s, &c);
+    return std::make_tuple(as_bytes(encode_spec(s)), conn_dict(c));
+  });
+  v.def("choose_path_mtu", &choose_path_mtu, "local_active_mtu"_a, "remote_active_mtu"_a);
+  v.def("mtu_bytes", &mtu_bytes, "mtu"_a);
+  v.def("gid_is_ipv4_mapped", [](const nb::bytes& g) {
+    if (g.size() != 16) throw_invalid("a GID is 16 bytes");
+    return gid_is_ipv4_mapped(bytes_ptr(g));
+  });
+  v.def("select_gid_index", [](const std::vector<std::tuple<int, nb::bytes, int>>& rows) {
+    std::vector<GidEntry> t;
+    for (const auto& [index, gid, version] : rows) {
+      if (gid.size() != 16) throw_invalid("a GID is 16 bytes");
+      GidEntry e;
+      e.index = index;
+      std::memcpy(e.gid, gid.c_str(), 16);
+      e.roce_version = version;
+      t.push_back(e);
+    }
+    return select_gid_index(t);
+  }, "table"_a);
+  v.def("qp_init_attrs", [](int port, int access) { return attrs_dict(qp_init_attrs(port, access)); }, "port"_a,
+        "access"_a = kDefaultAccess);
+  v.def("qp_rtr_attrs", [](int port, int link_layer, int local_mtu, int sgid_index, const nb::dict& remote) {
+    return attrs_dict(qp_rtr_attrs(port, link_layer, local_mtu, sgid_index, conn_from(remote)));
+  }, "port"_a, "link_layer"_a, "local_mtu"_a, "sgid_index"_a, "remote"_a);
+  v.def("qp_rts_attrs", [](uint32_t psn) { return attrs_dict(qp_rts_attrs(psn)); }, "sq_psn"_a);
+}

@@ -51,6 +51,12 @@ enum : int {
   CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD = 1,
 };
 
+// cuFlushGPUDirectRDMAWrites target and scope.
+enum : int {
+  CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX = 0,
+  CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER = 100,
+};
+
 enum : unsigned {
   CU_STREAM_NON_BLOCKING = 0x1,
   CU_EVENT_DISABLE_TIMING = 0x2,
@@ -104,7 +110,9 @@ enum : unsigned {
       (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream))                     \
   /* CUDA 11.7+: export GPU memory as a dma-buf fd for RDMA importers. */                     \
   OPT(cuMemGetHandleForAddressRange, "cuMemGetHandleForAddressRange", CUresult,               \
-      (void*, CUdeviceptr, size_t, int, unsigned long long))
+      (void*, CUdeviceptr, size_t, int, unsigned long long))                                  \
+  /* CUDA 11.3+: make an HCA's completed writes visible to later CUDA work on the GPU. */      \
+  OPT(cuFlushGPUDirectRDMAWrites, "cuFlushGPUDirectRDMAWrites", CUresult, (int, int))
 
 struct CudaApi {
 #define GDRLAB_CUDA_MEMBER(name, sym, ret, args) ret(*name) args = nullptr;

@@ -37,6 +37,8 @@ class Client {
   // Runs one test. user/offset: the client's buffer (nullptr: allocated for the path).
   RunResult run(const TestSpec& spec, Buffer* user = nullptr, size_t offset = 0);
   void close();
+  // The open tcp session (nullptr once closed), for wires that use it as their out-of-band channel.
+  TcpWire* wire() { return wire_.get(); }
 
  private:
   std::unique_ptr<TcpWire> wire_;

@@ -1,0 +1,357 @@
+// A stand-in for libibverbs.so.1 used by tests/test_verbs_fake.py: one InfiniBand device whose
+// "HCA" is memcpy inside one process. It exports the same calls the engine resolves and fills the
+// context's ops table (post_send, post_recv, poll_cq), so the engine's real code paths run:
+// loader, queue-pair state machine, connection exchange, RDMA WRITE WITH IMM, completions.
+//
+// It checks what a real provider and the kernel check: modify_qp's attribute masks per state
+// transition (required and allowed bits, as the kernel's qp_state_table), posting only in the
+// right states, lkey/rkey bounds and REMOTE_WRITE access. A receive-not-ready write waits for a
+// receive, as RNR retry with rnr_retry = 7 does.
+//
+// Built with fake_ibverbs.map, it exports the IBVERBS_1.1 calls and IBVERBS_1.8's
+// ibv_reg_mr_iova2 under those version names, but not IBVERBS_1.12's ibv_reg_dmabuf_mr.
+//
+// Environment: FAKE_IBV_CORRUPT=1 flips one byte of every non-empty write (to prove that
+// verification catches it); FAKE_IBV_MAX_MR=N fails registrations larger than N bytes with ENOMEM.
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "verbs_abi.h"
+
+using namespace gdrlab::ibv;
+
+namespace {
+
+struct FakeCq {
+  ibv_cq cq;
+  std::deque<ibv_wc> wcs;
+};
+
+struct FakeQp {
+  ibv_qp qp;
+  uint32_t dest_qpn = 0;
+  int port_mtu = IBV_MTU_4096;
+  int posted_recvs = 0;
+  std::deque<std::pair<uint64_t, uint32_t>> pending;  // (unused, imm) waiting for a receive
+  std::deque<uint64_t> recv_ids;
+};
+
+struct FakeMr {
+  ibv_mr mr;
+  int access = 0;
+};
+
+std::mutex mu;
+std::map<uint32_t, FakeQp*> qps;
+std::vector<FakeMr*> mrs;
+uint32_t next_qpn = 0x100;
+uint32_t next_key = 0x1000;
+ibv_device the_device;
+ibv_device* the_list[2] = {&the_device, nullptr};
+
+int fake_poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
+int fake_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+int fake_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
+
+FakeMr* find_mr(uint64_t addr, uint64_t len, uint32_t key, bool remote) {
+  for (FakeMr* m : mrs) {
+    uint32_t k = remote ? m->mr.rkey : m->mr.lkey;
+    uint64_t a = reinterpret_cast<uint64_t>(m->mr.addr);
+    if (k == key && addr >= a && addr + len <= a + m->mr.length) return m;
+  }
+  return nullptr;
+}
+
+void deliver(FakeQp* q) {
+  while (q->posted_recvs > 0 && !q->pending.empty()) {
+    ibv_wc w;
+    std::memset(&w, 0, sizeof w);
+    w.wr_id = q->recv_ids.front();
+    q->recv_ids.pop_front();
+    w.status = IBV_WC_SUCCESS;
+    w.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+    w.wc_flags = IBV_WC_WITH_IMM;
+    w.imm_data = q->pending.front().second;
+    w.qp_num = q->qp.qp_num;
+    q->pending.pop_front();
+    --q->posted_recvs;
+    reinterpret_cast<FakeCq*>(q->qp.recv_cq)->wcs.push_back(w);
+  }
+}
+
+bool check_mask(int mask, int required, int optional) {
+  return (mask & required) == required && (mask & ~(required | optional)) == 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+ibv_device** ibv_get_device_list(int* n) {
+  std::strcpy(the_device.name, "fake0");
+  the_device.node_type = IBV_NODE_CA;
+  the_device.transport_type = IBV_TRANSPORT_IB;
+  if (n) *n = 1;
+  return the_list;
+}
+void ibv_free_device_list(ibv_device**) {}
+const char* ibv_get_device_name(ibv_device* d) { return d->name; }
+
+ibv_context* ibv_open_device(ibv_device* d) {
+  auto* c = static_cast<ibv_context*>(std::calloc(1, sizeof(ibv_context)));
+  c->device = d;
+  c->ops.poll_cq = fake_poll_cq;
+  c->ops.post_send = fake_post_send;
+  c->ops.post_recv = fake_post_recv;
+  return c;
+}
+int ibv_close_device(ibv_context* c) {
+  std::free(c);
+  return 0;
+}
+
+int ibv_query_device(ibv_context*, ibv_device_attr* a) {
+  std::memset(a, 0, sizeof *a);
+  std::strcpy(a->fw_ver, "0.0.0-fake");
+  a->phys_port_cnt = 1;
+  a->max_qp = 1024;
+  a->max_qp_wr = 4096;
+  a->max_cqe = 65536;
+  a->max_mr = 1024;
+  a->max_mr_size = ~0ull;
+  return 0;
+}
+
+int ibv_query_port(ibv_context*, uint8_t port, ibv_port_attr* a) {
+  if (port != 1) return EINVAL;
+  // Only the IBVERBS_1.1 prefix, as the real exported call; the caller zeroed the rest.
+  std::memset(a, 0, offsetof(ibv_port_attr, port_cap_flags2) + 2);
+  a->state = IBV_PORT_ACTIVE;
+  a->max_mtu = IBV_MTU_4096;
+  a->active_mtu = IBV_MTU_4096;
+  a->lid = 0x11;
+  a->link_layer = IBV_LINK_LAYER_INFINIBAND;
+  a->gid_tbl_len = 1;
+  return 0;
+}
+
+int ibv_query_gid(ibv_context*, uint8_t, int index, ibv_gid* g) {
+  if (index != 0) return EINVAL;
+  std::memset(g, 0, sizeof *g);
+  g->raw[0] = 0xfe;
+  g->raw[1] = 0x80;
+  g->raw[15] = 0x11;
+  return 0;
+}
+
+ibv_pd* ibv_alloc_pd(ibv_context* c) {
+  auto* p = static_cast<ibv_pd*>(std::calloc(1, sizeof(ibv_pd)));
+  p->context = c;
+  return p;
+}
+int ibv_dealloc_pd(ibv_pd* p) {
+  std::lock_guard<std::mutex> l(mu);
+  for (FakeMr* m : mrs)
+    if (m->mr.pd == p) return EBUSY;  // a real provider refuses while regions remain
+  std::free(p);
+  return 0;
+}
+
+ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t len, int access) {
+  const char* max = std::getenv("FAKE_IBV_MAX_MR");
+  if (max && len > std::strtoull(max, nullptr, 10)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> l(mu);
+  auto* m = new FakeMr();
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = addr;
+  m->mr.length = len;
+  m->mr.lkey = next_key++;
+  m->mr.rkey = next_key++;
+  m->access = access;
+  mrs.push_back(m);
+  return &m->mr;
+}
+// IBVERBS_1.8. The stand-in keeps the access flags, optional ones (relaxed ordering) included.
+ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsigned access) {
+  if (iova != reinterpret_cast<uint64_t>(addr)) {  // only identity-mapped regions are modelled
+    errno = EINVAL;
+    return nullptr;
+  }
+  return ibv_reg_mr(pd, addr, len, static_cast<int>(access));
+}
+
+// For tests: how many live regions have every bit of `access` set.
+int fake_ibv_mr_count_with_access(int access) {
+  std::lock_guard<std::mutex> l(mu);
+  int n = 0;
+  for (FakeMr* m : mrs) n += (m->access & access) == access;
+  return n;
+}
+
+int ibv_dereg_mr(ibv_mr* mr) {
+  std::lock_guard<std::mutex> l(mu);
+  for (size_t i = 0; i < mrs.size(); ++i)
+    if (&mrs[i]->mr == mr) {
+      delete mrs[i];
+      mrs.erase(mrs.begin() + i);
+      return 0;
+    }
+  return EINVAL;
+}
+
+ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void*, ibv_comp_channel*, int) {
+  auto* f = new FakeCq();
+  std::memset(&f->cq, 0, sizeof f->cq);
+  f->cq.context = c;
+  f->cq.cqe = cqe;
+  return &f->cq;
+}
+int ibv_destroy_cq(ibv_cq* cq) {
+  std::lock_guard<std::mutex> l(mu);
+  for (auto& kv : qps)
+    if (kv.second->qp.send_cq == cq || kv.second->qp.recv_cq == cq) return EBUSY;
+  delete reinterpret_cast<FakeCq*>(cq);
+  return 0;
+}
+
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
+  if (a->qp_type != IBV_QPT_RC || !a->send_cq || !a->recv_cq) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> l(mu);
+  auto* q = new FakeQp();
+  std::memset(&q->qp, 0, sizeof q->qp);
+  q->qp.context = pd->context;
+  q->qp.pd = pd;
+  q->qp.send_cq = a->send_cq;
+  q->qp.recv_cq = a->recv_cq;
+  q->qp.qp_num = next_qpn++;
+  q->qp.state = IBV_QPS_RESET;
+  q->qp.qp_type = IBV_QPT_RC;
+  qps[q->qp.qp_num] = q;
+  return &q->qp;
+}
+
+int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
+  std::lock_guard<std::mutex> l(mu);
+  auto* q = reinterpret_cast<FakeQp*>(qp);
+  if (!(mask & IBV_QP_STATE)) return EINVAL;
+  const int from = q->qp.state, to = a->qp_state;
+  bool ok = false;
+  if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) {
+    ok = check_mask(mask, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, 0) && a->port_num == 1;
+  } else if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) {
+    ok = check_mask(mask, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                    IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX) &&
+         a->ah_attr.dlid != 0 && !a->ah_attr.is_global && a->ah_attr.port_num == 1 &&
+         a->path_mtu >= IBV_MTU_256 && a->path_mtu <= q->port_mtu && qps.count(a->dest_qp_num) && a->rq_psn <= 0xFFFFFF;
+    if (ok) q->dest_qpn = a->dest_qp_num;
+  } else if (from == IBV_QPS_RTR && to == IBV_QPS_RTS) {
+    ok = check_mask(mask, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                              IBV_QP_MAX_QP_RD_ATOMIC,
+                    IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER |
+                        IBV_QP_PATH_MIG_STATE) &&
+         a->retry_cnt <= 7 && a->rnr_retry <= 7 && a->timeout <= 31 && a->sq_psn <= 0xFFFFFF;
+  }
+  if (!ok) return EINVAL;
+  q->qp.state = static_cast<ibv_qp_state>(to);
+  return 0;
+}
+
+int ibv_destroy_qp(ibv_qp* qp) {
+  std::lock_guard<std::mutex> l(mu);
+  qps.erase(qp->qp_num);
+  delete reinterpret_cast<FakeQp*>(qp);
+  return 0;
+}
+
+const char* ibv_wc_status_str(ibv_wc_status s) { return s == IBV_WC_SUCCESS ? "success" : "fake error"; }
+
+}  // extern "C"
+
+namespace {
+
+int fake_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
+  std::lock_guard<std::mutex> l(mu);
+  auto* f = reinterpret_cast<FakeCq*>(cq);
+  int k = 0;
+  while (k < n && !f->wcs.empty()) {
+    wc[k++] = f->wcs.front();
+    f->wcs.pop_front();
+  }
+  return k;
+}
+
+int fake_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  std::lock_guard<std::mutex> l(mu);
+  auto* q = reinterpret_cast<FakeQp*>(qp);
+  if (q->qp.state == IBV_QPS_RESET) {
+    *bad = wr;
+    return EINVAL;
+  }
+  for (; wr; wr = wr->next) {
+    ++q->posted_recvs;
+    q->recv_ids.push_back(wr->wr_id);
+  }
+  deliver(q);
+  return 0;
+}
+
+int fake_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  std::lock_guard<std::mutex> l(mu);
+  auto* q = reinterpret_cast<FakeQp*>(qp);
+  if (q->qp.state != IBV_QPS_RTS) {
+    *bad = wr;
+    return EINVAL;
+  }
+  const bool corrupt = std::getenv("FAKE_IBV_CORRUPT") != nullptr;
+  for (; wr; wr = wr->next) {
+    if (wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) {
+      *bad = wr;
+      return EINVAL;
+    }
+    ibv_wc_status status = IBV_WC_SUCCESS;
+    uint64_t len = wr->num_sge ? wr->sg_list[0].length : 0;
+    auto it = qps.find(q->dest_qpn);
+    if (it == qps.end() || it->second->qp.state < IBV_QPS_RTR) {
+      status = IBV_WC_RETRY_EXC_ERR;
+    } else if (len) {
+      FakeMr* src = find_mr(wr->sg_list[0].addr, len, wr->sg_list[0].lkey, false);
+      FakeMr* dst = find_mr(wr->wr.rdma.remote_addr, len, wr->wr.rdma.rkey, true);
+      if (!src) status = IBV_WC_LOC_PROT_ERR;
+      else if (!dst || !(dst->access & IBV_ACCESS_REMOTE_WRITE)) status = IBV_WC_REM_ACCESS_ERR;
+      else {
+        std::memmove(reinterpret_cast<void*>(wr->wr.rdma.remote_addr),
+                     reinterpret_cast<void*>(wr->sg_list[0].addr), len);
+        if (corrupt) reinterpret_cast<uint8_t*>(wr->wr.rdma.remote_addr)[len / 2] ^= 0x5a;
+      }
+    }
+    if (status == IBV_WC_SUCCESS && wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+      it->second->pending.push_back({0, wr->imm_data});
+      deliver(it->second);
+    }
+    if ((wr->send_flags & IBV_SEND_SIGNALED) || status != IBV_WC_SUCCESS) {
+      ibv_wc w;
+      std::memset(&w, 0, sizeof w);
+      w.wr_id = wr->wr_id;
+      w.status = status;
+      w.opcode = IBV_WC_RDMA_WRITE;
+      w.qp_num = q->qp.qp_num;
+      reinterpret_cast<FakeCq*>(q->qp.send_cq)->wcs.push_back(w);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
