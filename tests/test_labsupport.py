@@ -371,3 +371,15 @@ def test_markdown_is_not_indented_and_svg_is_well_formed(lab):
         for svg in re.findall(r"<svg.*?</svg>", text, flags=re.S):
             ET.fromstring(svg)  # raises on malformed markup
             assert "\n\n" not in svg, "a blank line inside inline SVG ends the HTML block in Markdown"
+
+
+def test_registration_summary_hits_the_k20_bar1_wall():
+    # CURRICULUM pitfall: K20's 256 MB BAR1 cannot hold a 256 MiB registration (the driver keeps part)
+    t = lab03.registration_summary("kepler-snb-2013", [64 << 20, 256 << 20]).set_index("size")
+    assert t.loc[64 << 20, "fits_bar1"] == "yes"
+    assert t.loc[256 << 20, "fits_bar1"].startswith("no") and "12" in t.loc[256 << 20, "fits_bar1"]  # ENOMEM
+    s = lab03.registration_summary("volta-dgx1", [4096, 65536, 1 << 20, 1 << 28])
+    assert list(s["gpu_pages"]) == [1, 1, 16, 4096]
+    assert s["breakeven_sends"].iloc[1] > 50            # small buffers need many reuses
+    assert list(s["breakeven_sends"]) == sorted(s["breakeven_sends"], reverse=True)
+    assert s.attrs["provenance"]["kind"] == "modelled"

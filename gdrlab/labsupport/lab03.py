@@ -20,7 +20,7 @@ from . import SIZE_TICKS, optional_module
 
 __all__ = [
     "GPU_PAGE_BYTES", "HOST_PAGE_BYTES", "RegistrationModel", "REGISTRATION_MODELS", "peer_memory_status",
-    "pyverbs_status", "measure_registration",
+    "pyverbs_status", "measure_registration", "registration_summary", "registration_explorer",
     "try_registrations", "registration_cost_table", "registration_figure", "state_machine_figure",
     "reference_breakeven_reuses", "reference_gpu_pages",
 ]
@@ -66,7 +66,7 @@ REGISTRATION_MODELS: dict[str, RegistrationModel] = {
         source="illustrative parameters"),
     "GPU (peer memory / dma-buf)": RegistrationModel(
         "GPU (peer memory / dma-buf)", fixed_us=1250.0, per_page_us=50.0, page_bytes=GPU_PAGE_BYTES,
-        source="anchored on gdrcopy README: gdr_pin_buffer(64 KB) about 1.3 ms, V100"),
+        source="anchored on gdrcopy README: gdr_pin_buffer(64 KB) about 1.3 ms, V100; per-page slope illustrative"),
 }
 
 
@@ -341,3 +341,61 @@ def measure_registration(sizes: Any, memory: str = "host") -> tuple[Any, str]:
             return None, f"registration_cost returned no registration time column ({list(df.columns)})"
         df = df.rename(columns={cols[0]: "reg_us"})
     return df, "measured live"
+
+
+def registration_summary(profile: str = "volta-dgx1", sizes: Any = None, dereg_us: float = 100.0,
+                         lookup_us: float = 0.5):
+    """For each size: GPU pages, modelled GPU registration time, the modelled pinned D2H copy
+    time of ``profile`` (what a pre-registered bounce buffer costs per message), the sends after
+    which registering once pays off, and whether the registration fits the profile's BAR1.
+    DataFrame with ``attrs["provenance"]`` kind modelled."""
+    import pandas as pd
+
+    from .. import model
+
+    sizes = np.asarray(sizes if sizes is not None else [1 << k for k in (12, 16, 20, 24, 28, 30)], dtype=np.int64)
+    gpu = REGISTRATION_MODELS["GPU (peer memory / dma-buf)"]
+    copy_us = np.asarray(model.stage_us(profile, "copy-d2h-pinned", sizes.astype(float)), dtype=float)
+    rows = []
+    for size, reg, copy in zip(sizes, gpu.cost_us(sizes), copy_us):
+        try:
+            model.register_mr(profile, int(size))
+            fits = "yes"
+        except Exception as exc:  # ENOMEM past BAR1: the answer, not a failure of the lab
+            fits = f"no (errno {getattr(exc, 'errno', '?')})"
+        rows.append({"size": int(size), "gpu_pages": int(gpu.pages(size)), "reg_us": float(reg),
+                     "copy_us": float(copy),
+                     "breakeven_sends": reference_breakeven_reuses(float(reg), dereg_us, float(copy), lookup_us),
+                     "fits_bar1": fits})
+    df = pd.DataFrame(rows)
+    df.attrs["provenance"] = {"kind": "modelled", "profile": f"{profile} + lab 03 registration model"}
+    return df
+
+
+def registration_explorer(profile: str = "volta-dgx1"):
+    """A size slider and a profile menu over :func:`registration_summary` (one row, redrawn on
+    every change). In quick mode: the summary table for a few sizes."""
+    from . import quick_mode
+
+    if quick_mode():
+        return registration_summary(profile)
+    import ipywidgets as w
+
+    from .. import model
+
+    size_box = w.SelectionSlider(options=[(f"{(1 << k) >> 10} KiB" if k < 20 else f"{(1 << k) >> 20} MiB", 1 << k)
+                                          for k in range(12, 31)], value=1 << 16, description="buffer")
+    prof_box = w.Dropdown(options=list(model.profiles()), value=profile, description="profile")
+    out = w.HTML()
+
+    def redraw(_change=None):
+        row = registration_summary(prof_box.value, [size_box.value]).iloc[0]
+        out.value = (f"<b>modelled</b> ({prof_box.value} + lab 03 registration model): "
+                     f"{row.gpu_pages} GPU pages; registration ≈ {row.reg_us:,.0f} µs; "
+                     f"copy through a pre-registered buffer ≈ {row.copy_us:,.1f} µs per message; "
+                     f"registering pays off after {row.breakeven_sends} sends; fits BAR1: {row.fits_bar1}")
+
+    size_box.observe(redraw, names="value")
+    prof_box.observe(redraw, names="value")
+    redraw()
+    return w.VBox([w.HBox([size_box, prof_box]), out])
