@@ -59,6 +59,20 @@ def _missing_prerequisites() -> str | None:
     return None
 
 
+def _say(request: pytest.FixtureRequest, line: str) -> None:
+    """Print past pytest's output capture, so the artifact path shows in every run."""
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capman = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None:
+        return
+    if capman is None:
+        reporter.write_line(line)
+        return
+    with capman.global_and_fixture_disabled():
+        reporter.ensure_newline()
+        reporter.write_line(line)
+
+
 def _skip_or_fail(reason: str) -> None:
     # In CI a skipped browser test would hide a broken front end: fail instead.
     if os.environ.get("CI"):
@@ -71,9 +85,7 @@ def artifacts_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     env = os.environ.get("GDRLAB_ARTIFACTS")
     path = Path(env) / "browser" if env else tmp_path_factory.getbasetemp() / "browser-artifacts"
     path.mkdir(parents=True, exist_ok=True)
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"\nbrowser test artifacts (screenshots, logs): {path}")
+    _say(request, f"browser test artifacts (screenshots, logs): {path}")
     return path
 
 
@@ -237,11 +249,9 @@ def _drive_control(page: Any, server: LabServer, rel: str, artifacts_dir: Path, 
 
 
 def _report(request: pytest.FixtureRequest, lines: list[str]) -> None:
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     for line in lines:
         request.node.user_properties.append(("browser", line))
-        if reporter is not None:
-            reporter.write_line(f"  {request.node.name}: {line}")
+        _say(request, f"{request.node.name}: {line}")
 
 
 def test_lab04_crossover_in_browser(page: Any, server: LabServer, artifacts_dir: Path,
