@@ -224,3 +224,14 @@ def test_thread_output_lands_in_the_widget_under_a_real_kernel(tmp_path, not_qui
     assert any("boom from gdrlab-sweep" in o.get("text", "") for o in outputs)
     # Nothing leaked into the cell that created the widget, nor the next one.
     assert not any("boom" in str(o) for c in nb.cells for o in c.outputs)
+
+
+def test_model_explorer_says_why_a_setting_is_impossible():
+    ex = widgets.model_explorer("kepler-snb-2013", paths=["gdr"], params=["bar1_reserved_bytes", "ce_eff"])
+    assert 10 ** ex.sliders["ce_eff"].max == pytest.approx(1.0)  # an efficiency cannot pass 1
+    s = ex.sliders["bar1_reserved_bytes"]
+    s.value = 10 ** s.max  # more reserved than the whole 256 MB BAR1
+    assert "bar1_reserved_bytes must be smaller than bar1_bytes" in ex.message.value
+    assert all(v is None for v in ex.figure.data[0].y)
+    s.value = 1 << 20
+    assert ex.message.value == "" and all(v is not None for v in ex.figure.data[0].y)

@@ -96,10 +96,13 @@ class ModelExplorer:
         unknown = [n for n in (self.param_names or []) if n not in base]
         self.message.value = f"not parameters of this profile: {', '.join(unknown)}" if unknown else ""
         self.sliders = {}
+        kinds = {k: spec[1] for k, spec in getattr(self._model, "PARAMS", {}).items()}
         for name in chosen:
             v = base[name]
             if v > 0:
-                s = w.FloatLogSlider(value=v, base=10, min=math.log10(v) - 2, max=math.log10(v) + 2,
+                # Two decades each way, but a fraction (an efficiency) cannot pass 1.
+                top = 0.0 if kinds.get(name) == "fraction" else math.log10(v) + 2
+                s = w.FloatLogSlider(value=v, base=10, min=math.log10(v) - 2, max=max(top, math.log10(v)),
                                      step=0.01, description=name, continuous_update=True,
                                      style={"description_width": "initial"}, readout_format=".3g")
             else:
@@ -118,8 +121,13 @@ class ModelExplorer:
         """``{path: array of y}`` for the current profile and slider values."""
         import numpy as np
 
-        prof = self._model.get_profile(self.profile_box.value, **self.overrides())
         out = {}
+        try:
+            prof = self._model.get_profile(self.profile_box.value, **self.overrides())
+        except ValueError as exc:  # a combination the model refuses (InvalidArgument): say why
+            self.message.value = str(exc)
+            return {p: np.full(self.sizes.shape, np.nan) for p in self.paths}
+        self.message.value = ""
         for p in self.paths:
             try:
                 lat_us = np.asarray(self._model.latency_us(prof, p, self.sizes), dtype=float)
