@@ -20,7 +20,7 @@ from . import SIZE_TICKS, optional_module
 
 __all__ = [
     "GPU_PAGE_BYTES", "HOST_PAGE_BYTES", "RegistrationModel", "REGISTRATION_MODELS", "peer_memory_status",
-    "pyverbs_status", "measure_registration", "registration_summary", "registration_explorer",
+    "pyverbs_status", "verbs_status", "measure_registration", "registration_summary", "registration_explorer",
     "try_registrations", "registration_cost_table", "registration_figure", "state_machine_figure",
     "reference_breakeven_reuses", "reference_gpu_pages",
 ]
@@ -122,7 +122,15 @@ def peer_memory_status(root: str = "/") -> dict:
                                                   ("a GPU with DMA_BUF_SUPPORTED", any(g["dmabuf_supported"] for g in gpus)),
                                                   ("Linux 5.12+", kernel_dmabuf)) if not ok)),
     }
+    verbs, _st = verbs_status()
+    try:
+        libverbs = verbs.peer_memory_status() if verbs is not None else {
+            "reg_dmabuf_mr": False, "reg_dmabuf_mr_reason": _st.get("reason", "")}
+    except Exception as exc:  # report, do not fail the lab
+        libverbs = {"reg_dmabuf_mr": False, "reg_dmabuf_mr_reason": f"{type(exc).__name__}: {exc}"}
     return {"rdma_devices": rdma, "nvidia_peermem": peermem, "pyverbs": pyverbs_status(),
+            "ibv_reg_dmabuf_mr": {"exported": bool(libverbs.get("reg_dmabuf_mr")),
+                                  "reason": libverbs.get("reg_dmabuf_mr_reason", "")},
             "nvidia_peermem_version": _read(base / "sys/module/nvidia_peermem/version") or None,
             "nv_peer_mem": old, "kernel": kernel, "kernel_dmabuf": kernel_dmabuf, "gpus": gpus,
             "cuda": cuda, "routes": {k: {"possible": v[0], "why": v[1]} for k, v in routes.items()}}
@@ -154,61 +162,79 @@ def _attempt(label: str, fn) -> dict:
                 "detail": f"{type(exc).__name__}: {exc}" + (f" [{name}]" if name else "")}
 
 
+def verbs_status() -> tuple[Any, dict]:
+    """``(gdrlab.verbs or None, its status())``; the status says why when the module, the
+    library or the device is missing (never raises)."""
+    verbs, why = optional_module("gdrlab.verbs")
+    if verbs is None:
+        return None, {"library_found": False, "devices": [], "reason": why}
+    try:
+        return verbs, dict(verbs.status())
+    except Exception as exc:  # an engine built without verbs support
+        return None, {"library_found": False, "devices": [], "reason": f"gdrlab.verbs is unusable here: {exc}"}
+
+
+def _row(label: str, outcome: str, detail: str, errno: int = 0) -> dict:
+    return {"attempt": label, "outcome": outcome, "errno": errno, "detail": detail}
+
+
+def _describe_mr(mr) -> str:
+    return (f"lkey=0x{mr.lkey:x} rkey=0x{mr.rkey:x} via {mr.mechanism}, "
+            f"registered in {mr.reg_us:,.0f} µs")
+
+
 def try_registrations(size_bytes: int = 1 << 20) -> list[dict]:
-    """Try the three registrations on this machine; one dict per attempt (attempt, outcome,
-    errno, detail). Never raises: what cannot run says why."""
+    """Try, with what this machine has: ``ibv_reg_mr`` on host memory, plain ``ibv_reg_mr`` on a
+    GPU pointer, and the dma-buf route (``ibv_reg_dmabuf_mr`` where an HCA exists, otherwise the
+    engine's dma-buf export alone). One dict per attempt (attempt, outcome, errno, detail);
+    never raises: what cannot run says why."""
     if size_bytes <= 0:
         raise ValueError("size_bytes must be positive")
     status = peer_memory_status()
-    verbs, why_verbs = optional_module("gdrlab.verbs")
     from .. import engine
 
+    verbs, vstat = verbs_status()
+    hca = bool(vstat.get("devices"))
+    gpu = bool(status["gpus"])
+    no_gpu = "no CUDA GPU: " + str(status["cuda"].get("reason", ""))
+    raw_label = ("GPU pointer, plain ibv_reg_mr (nvidia-peermem loaded)" if status["nvidia_peermem"]
+                 else "GPU pointer, plain ibv_reg_mr (no peer-memory client)")
     results = []
-    if verbs is None:
-        results.append({"attempt": "host memory (ibv_reg_mr)", "outcome": "not possible here", "errno": 0,
-                        "detail": why_verbs})
-        results.append({"attempt": "GPU pointer, no peer-memory client", "outcome": "not possible here",
-                        "errno": 0, "detail": why_verbs})
+    if not hca:
+        why = vstat.get("reason") or "no RDMA device on this machine"
+        results.append(_row("host memory (ibv_reg_mr)", "not possible here", why))
+        results.append(_row(raw_label, "not possible here", why))
     else:
-        vstat = verbs.status()
-        devices = list(vstat.get("devices") or [])
-        if not devices:
-            why = vstat.get("reason") or "no RDMA device"
-            for label in ("host memory (ibv_reg_mr)", "GPU pointer, no peer-memory client"):
-                results.append({"attempt": label, "outcome": "not possible here", "errno": 0, "detail": why})
-        else:
-            dev_name = devices[0]["name"] if isinstance(devices[0], dict) else str(devices[0])
+        def reg_host():
+            with verbs.Device() as dev, dev.alloc_pd() as pd, pd.reg_mr(engine.Buffer(size_bytes, "pageable")) as mr:
+                return _describe_mr(mr)
 
-            def reg(kind: str):
-                buf = engine.Buffer(size_bytes, kind)
-                with verbs.Device(dev_name) as dev, verbs.ProtectionDomain(dev) as pd, \
-                        verbs.MemoryRegion(pd, buf) as mr:
-                    return f"lkey={getattr(mr, 'lkey', '?')} rkey={getattr(mr, 'rkey', '?')}"
+        def reg_raw():
+            if not gpu:
+                raise engine.Unavailable(no_gpu)
+            with verbs.Device() as dev, dev.alloc_pd() as pd, pd.reg_mr(engine.Buffer(size_bytes, "device")) as mr:
+                return _describe_mr(mr)
 
-            results.append(_attempt("host memory (ibv_reg_mr)", lambda: reg("pinned")))
-            if status["gpus"]:
-                results.append(_attempt("GPU pointer, no peer-memory client" if not status["nvidia_peermem"]
-                                        else "GPU pointer through nvidia-peermem", lambda: reg("device")))
-            else:
-                results.append({"attempt": "GPU pointer, no peer-memory client", "outcome": "not possible here",
-                                "errno": 0, "detail": "no CUDA GPU: " + status["cuda"].get("reason", "")})
+        results.append(_attempt("host memory (ibv_reg_mr)", reg_host))
+        results.append(_attempt(raw_label, reg_raw))
 
     def dmabuf():
-        if not status["gpus"]:
-            raise engine.Unavailable("no CUDA GPU: " + status["cuda"].get("reason", ""))
+        if not gpu:
+            raise engine.Unavailable(no_gpu)
         buf = engine.Buffer(size_bytes, "device")
+        if hca:
+            with verbs.Device() as dev, dev.alloc_pd() as pd, pd.reg_gpu(buf, how="dmabuf") as mr:
+                return _describe_mr(mr)
         exported = engine.export_dmabuf(buf)
         try:
-            msg = (f"exported fd {exported.fd} of {exported.size} bytes; the CPU's mmap of it fails with "
-                   f"errno {exported.cpu_mmap_errno} ({os.strerror(exported.cpu_mmap_errno) if exported.cpu_mmap_errno > 0 else 'none'}): "
-                   "a dma-buf is for device importers such as ibv_reg_dmabuf_mr")
-            if not status["rdma_devices"]:
-                msg += "; no RDMA device here to import it"
-            return msg
+            err = exported.cpu_mmap_errno
+            return (f"exported fd {exported.fd} of {exported.size} bytes; the CPU's mmap of it fails with errno "
+                    f"{err} ({os.strerror(err) if err > 0 else 'none'}): a dma-buf is for device importers such "
+                    "as ibv_reg_dmabuf_mr; no RDMA device here to import it")
         finally:
             exported.close()
 
-    results.append(_attempt("GPU buffer exported as dma-buf", dmabuf))
+    results.append(_attempt("GPU buffer via dma-buf" + (" (ibv_reg_dmabuf_mr)" if hca else " (export only)"), dmabuf))
     return results
 
 
@@ -325,16 +351,15 @@ def reference_breakeven_reuses(reg_us: float, dereg_us: float, copy_us: float, l
 def measure_registration(sizes: Any, memory: str = "host") -> tuple[Any, str]:
     """Live registration cost on this machine's HCA: ``(DataFrame with size and reg_us, why)``,
     or ``(None, why not)`` when there is no verbs module or no RDMA device."""
-    verbs, why = optional_module("gdrlab.verbs")
-    if verbs is None:
-        return None, why
+    verbs, st = verbs_status()
+    if verbs is None or not st.get("devices"):
+        return None, st.get("reason") or "no RDMA device on this machine"
     try:
-        st = verbs.status()
-        if not st.get("devices"):
-            return None, st.get("reason") or "no RDMA device on this machine"
         df = verbs.registration_cost(sizes, memory)
     except Exception as exc:  # no HCA, no GPU, EFAULT without a peer-memory client: say it
         return None, f"{type(exc).__name__}: {exc}"
+    if "reg_us" not in df.columns and "reg_us_p50" in df.columns:
+        df = df.rename(columns={"reg_us_p50": "reg_us"})
     if "reg_us" not in df.columns:
         cols = [c for c in df.columns if c.startswith("reg") and c.endswith("_us")]
         if not cols:

@@ -75,6 +75,8 @@ def cells() -> list:
         print("nv_peer_mem (old name) loaded:", status["nv_peer_mem"])
         print("kernel:", status["kernel"], "(dma-buf import by RDMA needs 5.12+:", status["kernel_dmabuf"], ")")
         print("GPUs:", status["gpus"] or "none (" + status["cuda"].get("reason", "") + ")")
+        print("libibverbs exports ibv_reg_dmabuf_mr:", status["ibv_reg_dmabuf_mr"]["exported"],
+              status["ibv_reg_dmabuf_mr"]["reason"])
         print("pyverbs (rdma-core's Python binding):", status["pyverbs"]["reason"])
         pd.DataFrame([{"route": k, **v} for k, v in status["routes"].items()])
         """),
@@ -129,6 +131,20 @@ def cells() -> list:
         code("""
         attempts = pd.DataFrame(lab03.try_registrations(1 << 20))
         attempts
+        """),
+        md("""
+        The calls behind those rows, for when you have an HCA (gdrlab's verbs layer; rdma-core's
+        `pyverbs` has the same objects: `Context`, `PD`, `MR`, `DmaBufMR`):
+
+        ```python
+        from gdrlab import engine, verbs
+        with verbs.Device() as dev, dev.alloc_pd() as pd:
+            host_mr = pd.reg_mr(engine.Buffer(1 << 20, "pageable"))        # ibv_reg_mr: pins host pages
+            gpu = engine.Buffer(1 << 20, "device")
+            raw = pd.reg_mr(gpu)                  # plain ibv_reg_mr on a GPU pointer: EFAULT without nvidia-peermem
+            dmabuf_mr = pd.reg_gpu(gpu, how="dmabuf")  # cuMemGetHandleForAddressRange + ibv_reg_dmabuf_mr
+            print(dmabuf_mr.mechanism, dmabuf_mr.lkey, dmabuf_mr.rkey, dmabuf_mr.reg_us)
+        ```
         """),
         md("""
         What to look for:
