@@ -77,6 +77,7 @@ class ModelExplorer:
         self.sliders: dict[str, Any] = {}
         self.slider_box = w.VBox([])
         self.message = w.Label(value="")
+        self._note = ""
         self.figure = go.FigureWidget()
         for p in self.paths:
             self.figure.add_scatter(x=self.sizes.tolist(), y=[None] * len(self.sizes), mode="lines", name=p,
@@ -94,7 +95,7 @@ class ModelExplorer:
         base = profile_params(self._model.get_profile(self.profile_box.value))
         chosen = [n for n in (self.param_names or list(base)[: self.max_params]) if n in base]
         unknown = [n for n in (self.param_names or []) if n not in base]
-        self.message.value = f"not parameters of this profile: {', '.join(unknown)}" if unknown else ""
+        self._note = f"not parameters of this profile: {', '.join(unknown)}" if unknown else ""
         self.sliders = {}
         kinds = {k: spec[1] for k, spec in getattr(self._model, "PARAMS", {}).items()}
         for name in chosen:
@@ -121,20 +122,20 @@ class ModelExplorer:
         """``{path: array of y}`` for the current profile and slider values."""
         import numpy as np
 
-        out = {}
+        out, notes = {}, [self._note] if self._note else []
         try:
             prof = self._model.get_profile(self.profile_box.value, **self.overrides())
         except ValueError as exc:  # a combination the model refuses (InvalidArgument): say why
-            self.message.value = str(exc)
+            self.message.value = "; ".join(notes + [str(exc)])
             return {p: np.full(self.sizes.shape, np.nan) for p in self.paths}
-        self.message.value = ""
         for p in self.paths:
             try:
                 lat_us = np.asarray(self._model.latency_us(prof, p, self.sizes), dtype=float)
             except Exception as exc:  # a path this profile cannot model: show why, keep the others
-                self.message.value = f"{p}: {exc}"
+                notes.append(f"{p}: {exc}")
                 lat_us = np.full(self.sizes.shape, np.nan)
             out[p] = lat_us if self.y == "lat_us" else self.sizes / lat_us / 1e3  # bytes/us -> GB/s
+        self.message.value = "; ".join(notes)
         return out
 
     def redraw(self) -> None:
