@@ -384,3 +384,20 @@ def test_registration_summary_hits_the_k20_bar1_wall():
     assert s["breakeven_sends"].iloc[1] > 50            # small buffers need many reuses
     assert list(s["breakeven_sends"]) == sorted(s["breakeven_sends"], reverse=True)
     assert s.attrs["provenance"]["kind"] == "modelled"
+
+
+@pytest.mark.rdma
+def test_registrations_with_an_hca():
+    verbs, st = lab03.verbs_status()
+    if verbs is None or not st.get("devices"):
+        pytest.skip("no RDMA device: " + st.get("reason", ""))
+    rows = {r["attempt"]: r for r in lab03.try_registrations(1 << 20)}
+    host = rows["host memory (ibv_reg_mr)"]
+    assert host["outcome"] == "registered" and "lkey=" in host["detail"]
+    status = lab03.peer_memory_status()
+    raw = [r for a, r in rows.items() if a.startswith("GPU pointer")][0]
+    if status["gpus"] and not status["nvidia_peermem"]:
+        assert raw["outcome"] == "failed" and raw["errno"] == 14  # EFAULT: no client claims the address
+    df, why = lab03.measure_registration([4096, 1 << 20], "host")
+    assert df is not None, why
+    assert (df["reg_us"] > 0).all()

@@ -258,7 +258,8 @@ def registration_cost_table(sizes: Any, models: dict[str, RegistrationModel] | N
 
 def registration_figure(table, measured=None):
     """Registration time against buffer size (log-log), one line per model, the gdrcopy point,
-    and optional measured points (DataFrame with size, reg_us and attrs provenance)."""
+    and optional measured points: a DataFrame (size, reg_us, attrs provenance) or a mapping
+    ``{label: DataFrame}``."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -267,10 +268,14 @@ def registration_figure(table, measured=None):
                                  name=f"{name}: modelled ({part['source'].iloc[0]})"))
     fig.add_trace(go.Scatter(x=[65536], y=[1300.0], mode="markers", marker={"size": 12, "symbol": "star"},
                              name="published: gdr_pin_buffer 64 KB ≈ 1.3 ms (gdrcopy README, V100)"))
-    if measured is not None and len(measured):
-        from . import provenance_label
-        fig.add_trace(go.Scatter(x=measured["size"], y=measured["reg_us"], mode="markers",
-                                 name=provenance_label(measured.attrs.get("provenance"), "live")))
+    from . import provenance_label
+    frames = measured if isinstance(measured, dict) else {"": measured}
+    for label, df in frames.items():
+        if df is None or not len(df):
+            continue
+        where = provenance_label(df.attrs.get("provenance"), "live")
+        fig.add_trace(go.Scatter(x=df["size"], y=df["reg_us"], mode="markers",
+                                 name=f"{label}: {where}" if label else where))
     fig.update_layout(title="Memory registration cost: modelled (lab 03 model) vs published",
                       xaxis_title="buffer size (bytes)", yaxis_title="registration time (µs)",
                       legend={"orientation": "h", "y": -0.25}, height=480)

@@ -259,8 +259,11 @@ def cells() -> list:
         code("""
         sizes = [1 << k for k in range(12, 31, 6 if QUICK else 1)]   # 4 KiB .. 1 GiB
         table = lab03.registration_cost_table(sizes)
-        measured, why = lab03.measure_registration(sizes[:4] if QUICK else sizes, "host")
-        print("live registration cost:", why)
+        measured = {}
+        for memory in ("host", "device"):
+            df, why = lab03.measure_registration(sizes[:4] if QUICK else sizes, memory)
+            print(f"live registration cost, {memory} memory:", why)
+            measured[f"measured {memory} memory"] = df
         lab03.registration_figure(table, measured)
         """),
         md("""
