@@ -100,7 +100,10 @@ class ModelExplorer:
         kinds = {k: spec[1] for k, spec in getattr(self._model, "PARAMS", {}).items()}
         for name in chosen:
             v = base[name]
-            if v > 0:
+            if kinds.get(name) == "count":  # whole numbers only (e.g. pipeline depth)
+                s = w.IntSlider(value=int(v), min=1, max=max(16, 4 * int(v)), description=name,
+                                style={"description_width": "initial"})
+            elif v > 0:
                 # Two decades each way, but a fraction (an efficiency) cannot pass 1.
                 top = 0.0 if kinds.get(name) == "fraction" else math.log10(v) + 2
                 s = w.FloatLogSlider(value=v, base=10, min=math.log10(v) - 2, max=max(top, math.log10(v)),
