@@ -202,7 +202,7 @@ def test_diagrams_say_they_are_not_data(name):
 @pytest.mark.notebook
 def test_thread_output_lands_in_the_widget_under_a_real_kernel(tmp_path, not_quick):
     """Under ipykernel 7 the sweep thread's messages go to the Output captured at creation."""
-    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     from nbformat.v4 import new_code_cell, new_notebook
 
