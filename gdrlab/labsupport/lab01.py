@@ -213,10 +213,15 @@ def live_or_recorded_dmabuf(sizes: Any = (2 * MiB, 64 * MiB), device: int = 0):
     """:class:`gdrlab.recorded.LiveOrRecorded` of dma-buf exports: live with a GPU, else ``h200-dmabuf``."""
     import pandas as pd
 
+    from ..errors import CudaError, Unavailable
     from ..recorded import live_or_recorded
 
     def measure():
-        df = pd.DataFrame([dmabuf_probe(int(n), device) for n in sizes])
+        try:
+            rows = [dmabuf_probe(int(n), device) for n in sizes]
+        except CudaError as exc:  # a GPU or driver without dma-buf export: say so, show the record
+            raise Unavailable(f"dma-buf export failed here: {exc}") from exc
+        df = pd.DataFrame(rows)
         df.attrs["provenance"] = _live_provenance()
         return df
 

@@ -111,11 +111,15 @@ def p2p_data(sizes: Any = "8:256M", src: int = 0, dst: int = 1):
     import pandas as pd
 
     from ..engine import p2p_bench
+    from ..errors import CudaError, Unavailable
     from ..recorded import live_or_recorded
     from ..widgets import sweep_sizes
 
     def measure():
-        on = p2p_bench(src, dst, sweep_sizes(sizes), peer_access=True)
+        try:
+            on = p2p_bench(src, dst, sweep_sizes(sizes), peer_access=True)
+        except CudaError as exc:  # e.g. no peer path between these two GPUs: say so, show the record
+            raise Unavailable(f"peer access GPU{src} -> GPU{dst} failed: {exc}") from exc
         off = p2p_bench(src, dst, sweep_sizes(sizes), peer_access=False)
         df = pd.concat([on, off], ignore_index=True)
         df.attrs["provenance"] = dict(on.attrs.get("provenance") or {"kind": "live", "host": platform.node()})
