@@ -168,3 +168,18 @@ def test_live_p2p_peer_access_is_faster(monkeypatch):
     assert res.source == "live"
     big = res.data[res.data["size"] == res.data["size"].max()].set_index("peer_access")["bw_gbps"]
     assert big[True] > big[False]
+
+
+@pytest.mark.skipif(not _has("h200-dmabuf"), reason="h200-dmabuf not shipped")
+def test_a_failed_dmabuf_export_falls_back_with_the_reason(monkeypatch):
+    from gdrlab.errors import CudaError
+
+    monkeypatch.setattr(engine, "cuda_status", lambda: {"usable": True, "reason": "", "driver_version": 13000})
+
+    def refuse(size, device=0):
+        raise CudaError("cuMemGetHandleForAddressRange: CUDA_ERROR_NOT_SUPPORTED")
+
+    monkeypatch.setattr(lab01, "dmabuf_probe", refuse)
+    res = lab01.live_or_recorded_dmabuf()
+    assert res.source == "recorded"
+    assert "dma-buf export failed here" in res.why and "CUDA_ERROR_NOT_SUPPORTED" in res.why
