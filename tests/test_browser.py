@@ -208,6 +208,23 @@ def test_smoke_broken_notebook_is_reported(page: Any, server: LabServer) -> None
         _shutdown_kernels(server, rel)
 
 
+# --- every lab: the explanations render as written ---------------------------------------
+
+LAB_NUMS = sorted(p.name[:2] for p in LAB_SOURCE.glob("[0-9][0-9]-*") if p.is_dir())
+
+
+@pytest.mark.parametrize("num", LAB_NUMS)
+def test_lab_markdown_renders(page: Any, server: LabServer, num: str) -> None:
+    """Diagrams, tables and images in the markdown cells show in JupyterLab (no run needed)."""
+    rel = _lab_rel_path(server, num)
+    try:
+        nbp.open_notebook(page, server, rel)
+        problems = nbp.markdown_problems(page, server.root / rel)
+        assert not problems, f"{rel}:\n" + "\n".join(problems)
+    finally:
+        _shutdown_kernels(server, rel)
+
+
 # --- labs 04 and 05 ---------------------------------------------------------------------
 
 

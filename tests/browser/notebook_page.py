@@ -34,6 +34,7 @@ __all__ = [
     "save_screenshot",
     "save_notebook_screenshot",
     "collapse_left_sidebar",
+    "markdown_problems",
 ]
 
 # Prompts of code cells, as JupyterLab shows them: "[ ]:", "[*]:", "[12]:".
@@ -337,6 +338,66 @@ def wait_for_plot_change(
                 time.sleep(0.5)
         time.sleep(0.3)
     raise NotebookRunError(f"plot did not change within {timeout_s:.0f} s of the control change")
+
+
+# Per markdown cell: how it rendered. Inline <svg> is removed by JupyterLab's HTML
+# sanitizer, and text that dedent left indented turns into a code block (a markdown
+# table inside <pre>); images must have loaded.
+_MARKDOWN_JS = r"""
+(indices) => {
+  const cells = document.querySelectorAll('.jp-Notebook .jp-Cell');
+  return indices.map(i => {
+    const md = cells[i] ? cells[i].querySelector('.jp-RenderedMarkdown') : null;
+    if (!md) return {index: i, rendered: false};
+    return {
+      index: i,
+      rendered: true,
+      svg: md.querySelectorAll('svg').length,
+      table_in_pre: Array.from(md.querySelectorAll('pre')).filter(p => /\|\s*-{3,}\s*\|/.test(p.innerText)).length,
+      broken_img: Array.from(md.querySelectorAll('img')).filter(im => !im.complete || im.naturalWidth === 0)
+        .map(im => im.getAttribute('src') || '').map(s => s.slice(0, 80)),
+      head: (md.innerText || '').trim().slice(0, 70),
+    };
+  });
+}
+"""
+
+
+def markdown_problems(page: Any, notebook: Path, timeout_s: float = 20.0) -> list[str]:
+    """Markdown cells that do not render as written: lost inline SVG, tables shown as code, broken images.
+
+    Compares the notebook file's markdown sources with what the page rendered
+    (cells are matched by position, which needs windowing off).
+    """
+    import nbformat
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    specs = {i: c.source for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.strip()}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        n_cells = page.evaluate("() => document.querySelectorAll('.jp-Notebook .jp-Cell').length")
+        states = page.evaluate(_MARKDOWN_JS, list(specs))
+        pending = [s for s in states if not s["rendered"] or s["broken_img"]]
+        if (n_cells == len(nb.cells) and not pending) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    if n_cells != len(nb.cells):
+        return [f"the page shows {n_cells} cells, the notebook has {len(nb.cells)}"]
+    problems = []
+    for st in states:
+        where = f"markdown cell {st['index']}"
+        if not st["rendered"]:
+            problems.append(f"{where} did not render")
+            continue
+        if "<svg" in specs[st["index"]] and st["svg"] == 0:
+            problems.append(f"{where} ({st['head']!r}...): its inline <svg> was removed by JupyterLab's "
+                            "HTML sanitizer; only the SVG's text shows")
+        if st["table_in_pre"]:
+            problems.append(f"{where} ({st['head']!r}...): a markdown table shows as a code block "
+                            "(the text is indented)")
+        if st["broken_img"]:
+            problems.append(f"{where}: images did not load: {st['broken_img']}")
+    return problems
 
 
 def collapse_left_sidebar(page: Any) -> None:
