@@ -401,3 +401,14 @@ def test_registrations_with_an_hca():
     df, why = lab03.measure_registration([4096, 1 << 20], "host")
     assert df is not None, why
     assert (df["reg_us"] > 0).all()
+
+
+def test_chunk_figure_from_recorded_or_reason():
+    r = lab04.chunk_data(live=False)
+    if r.data is None:
+        assert r.why
+        return
+    assert r.data.attrs["provenance"]["kind"] == "recorded"
+    fig = lab04.chunk_figure(r.data)
+    assert "(bytes)" in fig.layout.xaxis.title.text and "(GB/s)" in fig.layout.yaxis.title.text
+    assert "recorded" in fig.data[0].name and "modelled" in fig.layout.title.text

@@ -16,7 +16,7 @@ from . import SIZE_TICKS, quick_mode
 __all__ = [
     "HISTORIC_PROFILES", "STATIC_SIZES", "MEASURED_PATHS", "POLICY_PATHS", "GDR_POLICY_PATHS", "NO_GDR_POLICY_PATHS", "policy_paths", "measured_data", "sweep_widget",
     "measured_figure", "model_table", "best_path", "policy_table", "grading_cases", "check_choose_path",
-    "crossover_figure", "crossover_explorer", "crossovers", "overlay_profile", "gdr_live", "measured_summary",
+    "crossover_figure", "crossover_explorer", "crossovers", "overlay_profile", "gdr_live", "measured_summary", "CHUNKS", "chunk_data", "chunk_figure",
 ]
 
 HISTORIC_PROFILES = ("kepler-snb-2013", "kepler-ivb-2014", "hopper-ndr")
@@ -153,6 +153,56 @@ def measured_summary(data: dict):
                      "large_bytes": int(large["size"]), "large_lat_us": float(large["lat_p50_us"]),
                      "large_vs_staged": rel, "source": provenance_label(df)})
     return pd.DataFrame(rows)
+
+
+CHUNKS = (16384, 65536, 262144, 1 << 20, 4 << 20)
+
+
+def chunk_data(size: int = 64 << 20, chunks: Iterable[int] = CHUNKS, live: bool | None = None):
+    """Pipelined bandwidth of one large message against the chunk size: measured now over the
+    tcp wire where a GPU exists (not in quick mode), else the recorded H200 sweep
+    ``h200-bench-pipelined-chunks``. A LiveOrRecorded result."""
+    import pandas as pd
+
+    from .. import engine
+    from ..recorded import live_or_recorded
+
+    if live is None:
+        live = engine.cuda_status()["usable"] and not quick_mode()
+
+    def measure():
+        frames = [engine.bench("pipelined", [size], mode="bw", chunk=int(c)) for c in chunks]
+        df = pd.concat(frames, ignore_index=True)
+        df.attrs["provenance"] = frames[0].attrs.get("provenance", {"kind": "live"})
+        return df
+
+    return live_or_recorded(measure, "h200-bench-pipelined-chunks", live=live)
+
+
+def chunk_figure(df, profile: str | None = None):
+    """Bandwidth against chunk size: the measured (or recorded) points and the model's curve
+    for ``profile`` (default :func:`overlay_profile`) at the same message size."""
+    import plotly.graph_objects as go
+
+    from ..recorded import provenance_label
+
+    df = df.sort_values("chunk")
+    size = int(df["size"].iloc[0])
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=df["chunk"].tolist(), y=df["bw_gbps"].tolist(), mode="lines+markers",
+                             name=f"pipelined, {size >> 20} MiB — {provenance_label(df)}"))
+    profile = profile or overlay_profile()
+    if profile:
+        chunks = np.unique(np.geomspace(4096, 16 << 20, 40).astype(np.int64))
+        lat = np.array([_lat_us(profile, "pipelined", np.array([size]), None, int(c))[0] for c in chunks])
+        fig.add_trace(go.Scatter(x=chunks.tolist(), y=(size / lat / 1e3).tolist(), mode="lines",
+                                 line={"dash": "dash"}, name=f"pipelined — modelled, profile {profile}"))
+    kinds = "live" if df.attrs.get("provenance", {}).get("kind") == "live" else "recorded"
+    fig.update_layout(title=f"Pipeline chunk size vs bandwidth, {size >> 20} MiB message ({kinds} + modelled)",
+                      xaxis_title="chunk size (bytes)", yaxis_title="bandwidth (GB/s)", height=420,
+                      legend={"orientation": "h", "y": -0.25})
+    fig.update_xaxes(type="log", **SIZE_TICKS)
+    return fig
 
 
 # ----------------------------------------------------------------------------- model

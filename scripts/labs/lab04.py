@@ -127,6 +127,20 @@ def cells() -> list:
         None of these paths uses the NIC's ability to read GPU memory. That needs an HCA: the next
         cell measures `gdr` over verbs where one exists.
         """),
+        md("""
+        ### The chunk size
+
+        Pipelining needs chunks small enough that copy and send overlap, and large enough that
+        each chunk's fixed costs (a copy launch, a wire message) stay small next to its bytes.
+        MVAPICH2-GDR's default, `MV2_CUDA_BLOCK_SIZE`, is 256 KiB. One 64 MiB message, pipelined
+        with different chunk sizes:
+        """),
+        code("""
+        chunks = lab04.chunk_data()
+        print(chunks.source, "-", chunks.why)
+        if chunks.data is not None:
+            display(lab04.chunk_figure(chunks.data))
+        """),
         code("""
         gdr_df, why = lab04.gdr_live("8:64M")
         print("gdr over verbs:", why)
