@@ -1,11 +1,19 @@
 """Real-browser test: the labs in JupyterLab, driven by Playwright in headless Chromium.
 
 Learners meet the kit in a browser, so it is tested there: a throw-away
-``jupyter lab`` (127.0.0.1, random port and token, ``GDRLAB_QUICK=1``) serves a
-temporary copy of the labs; headless Chromium opens a notebook, runs all cells
-through the menu, waits for the kernel to go idle, checks that no cell shows an
-error, that a plotly plot is drawn with the expected number of points, and that
-changing a dropdown redraws the plot.
+``jupyter lab`` (127.0.0.1, random port and token, ``GDRLAB_QUICK=1``, notebook
+windowing off) serves a temporary copy of the labs; headless Chromium opens a
+notebook, runs all cells through the Run menu, waits for the kernel to go idle,
+checks that no cell shows an error, that the plotly plots are drawn with the
+expected points, and that changing a dropdown redraws its plot.
+
+- The harness first proves itself on a notebook it writes (a FigureWidget and a
+  Dropdown), including that a raising cell is reported.
+- Every lab's markdown must render as written (inline SVG, tables, images).
+- Labs 04 and 05 are run and checked against independent figures (recorded data,
+  numbers their exercises print, the curriculum's physics). Where a lab shows no
+  dropdown under quick mode, the kit's crossover explorer is shown in an added
+  cell and driven instead, with a warning.
 
 Needs Chromium (``/usr/bin/chromium`` or ``GDRLAB_CHROMIUM``), the ``playwright``
 Python package (its own browser download is not used), JupyterLab, ipywidgets,
