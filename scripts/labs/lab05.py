@@ -256,6 +256,17 @@ def cells() -> list:
         lab05.config_ab_figure(ab)
         """),
         md("""
+        The same question in lab 04's explorer: pick a profile and switch the placement between
+        `same-switch` (A), `same-host-bridge` and `cross-socket` (B). On the Ivy Bridge profile the
+        gdr/pipelined crossover falls from hundreds of KB to a few KB across sockets; under one
+        switch GDR never loses.
+        """),
+        code("""
+        from gdrlab.labsupport import lab04
+
+        lab04.crossover_explorer("kepler-ivb-2014")
+        """),
+        md("""
         ## Exercise 4: which path wins in configuration B?
 
         With the model, profile `kepler-snb-2013`, GPU and NIC on different sockets
