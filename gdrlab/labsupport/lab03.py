@@ -150,10 +150,10 @@ def pyverbs_status() -> dict:
     return {"available": mod is not None, "reason": "pyverbs imports" if mod is not None else why}
 
 
-def _attempt(label: str, fn) -> dict:
+def _attempt(label: str, fn, success: str = "registered") -> dict:
     try:
         detail = fn()
-        return {"attempt": label, "outcome": "registered", "errno": 0, "detail": str(detail)}
+        return {"attempt": label, "outcome": success, "errno": 0, "detail": str(detail)}
     except Exception as exc:
         code = getattr(exc, "errno", None) or getattr(exc, "code", None) or 0
         name = os.strerror(code) if isinstance(code, int) and code > 0 else ""
@@ -234,7 +234,8 @@ def try_registrations(size_bytes: int = 1 << 20) -> list[dict]:
         finally:
             exported.close()
 
-    results.append(_attempt("GPU buffer via dma-buf" + (" (ibv_reg_dmabuf_mr)" if hca else " (export only)"), dmabuf))
+    results.append(_attempt("GPU buffer via dma-buf" + (" (ibv_reg_dmabuf_mr)" if hca else " (export only)"), dmabuf,
+                            "registered" if hca else "exported, nothing to import it"))
     return results
 
 
