@@ -214,7 +214,11 @@ def test_thread_output_lands_in_the_widget_under_a_real_kernel(tmp_path, not_qui
         "    return {'size': n, 'bw_gbps': 1.0}\n"
         "sw = SweepWidget(m, '8:1K')\n"
         "display(sw)\n"
-        "sw.start()\n"), new_code_cell("assert sw.join(30)\nprint(sw.status.value, len(sw.rows))\n")])
+        "sw.start()\n"
+        # Joined in the same cell: nbclient keeps only messages whose parent is the running cell
+        # (a browser keeps them all), so the thread's messages must arrive while this cell runs.
+        "assert sw.join(30)\n"
+        "import time; time.sleep(0.5)\n"), new_code_cell("print(sw.status.value, len(sw.rows))\n")])
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True,
                             resources={"metadata": {"path": str(tmp_path)}}).execute()

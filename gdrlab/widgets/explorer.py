@@ -10,7 +10,7 @@ import math
 from typing import Any, Iterable
 
 from ..units import parse_sizes
-from .plots import axis_title
+from .plots import axis_title, byte_ticks
 
 __all__ = ["ModelExplorer", "model_explorer", "profile_params", "profile_names"]
 
@@ -82,7 +82,8 @@ class ModelExplorer:
         for p in self.paths:
             self.figure.add_scatter(x=self.sizes.tolist(), y=[None] * len(self.sizes), mode="lines", name=p,
                                     line={"dash": "dash"})
-        self.figure.update_layout(height=420, xaxis={"title": axis_title("size"), "type": "log"},
+        self.figure.update_layout(height=420, xaxis={"title": axis_title("size"), "type": "log",
+                                                     **byte_ticks(self.sizes.min(), self.sizes.max())},
                                   yaxis={"title": axis_title(y), "type": "log" if y == "lat_us" else "linear"},
                                   legend={"orientation": "h", "y": -0.25})
         self.profile_box.observe(lambda _c: self._build_sliders(), names="value")

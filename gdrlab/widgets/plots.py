@@ -7,7 +7,7 @@ from typing import Any, Iterable, Mapping
 from ..recorded import provenance_label
 
 __all__ = ["AXIS_TITLES", "axis_title", "y_column", "plot_sweep", "model_frame", "model_frames",
-           "add_frame_trace", "frames_from"]
+           "add_frame_trace", "frames_from", "byte_ticks"]
 
 AXIS_TITLES = {
     "size": "message size (bytes)",
@@ -27,6 +27,38 @@ _Y_FALLBACKS = {"lat_p50_us": ("lat_us",), "lat_min_us": ("lat_us",), "lat_mean_
                 "lat_p99_us": ("lat_us",), "lat_us": ("lat_p50_us",)}
 _DASH = {"live": "solid", "recorded": "dot", "modelled": "dash"}
 _SYMBOL = {"live": "circle", "recorded": "square", "modelled": None}
+
+
+def byte_ticks(low: float, high: float) -> dict:
+    """Tick values and labels in binary units (``4K``, ``1M``, ``256G``) for a log axis of bytes
+    from ``low`` to ``high``; plotly's own labels would write 1e9 as ``1B`` (billion), not bytes."""
+    import math
+
+    lo = max(0, math.floor(math.log2(max(low, 1))))
+    hi = max(lo + 1, math.ceil(math.log2(max(high, 1))))
+    step = 2 if hi - lo <= 16 else 4 if hi - lo <= 32 else 6
+    vals = [1 << k for k in range(lo - lo % step, hi + step, step)]
+    names = []
+    for v in vals:
+        for unit, k in (("T", 40), ("G", 30), ("M", 20), ("K", 10)):
+            if v >= 1 << k:
+                names.append(f"{v >> k}{unit}")
+                break
+        else:
+            names.append(str(v))
+    return {"tickvals": vals, "ticktext": names}
+
+
+def _is_bytes(column: str) -> bool:
+    return column == "size" or column.endswith("_bytes")
+
+
+def _axis(column: str, log: bool, values: list) -> dict:
+    axis = {"title": axis_title(column), "type": "log" if log else "linear"}
+    finite = [v for v in values if v is not None and v == v and v > 0]
+    if log and _is_bytes(column) and finite:
+        axis.update(byte_ticks(min(finite), max(finite)))
+    return axis
 
 
 def axis_title(column: str) -> str:
@@ -63,10 +95,19 @@ def _kind(df) -> str:
     return prov.get("kind", "")
 
 
+_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
+            "#7f7f7f", "#bcbd22")
+
+
 def add_frame_trace(fig, df, *, x: str = "size", y: str = "bw_gbps", label: str | None = None,
-                    split: str | None = None) -> None:
-    """Add one trace per group of ``df`` (grouped by column ``split`` when given) to ``fig``."""
+                    split: str | None = None, colours: dict | None = None) -> None:
+    """Add one trace per group of ``df`` (grouped by column ``split`` when given) to ``fig``.
+
+    ``colours`` maps series names to colours and is filled as new names appear, so a measured
+    series and the model of the same series share a colour (the model dashed)."""
     import plotly.graph_objects as go
+
+    colours = {} if colours is None else colours
 
     kind = _kind(df)
     prov = provenance_label(df, short=True)
@@ -75,10 +116,11 @@ def add_frame_trace(fig, df, *, x: str = "size", y: str = "bw_gbps", label: str 
     for key, g in groups:
         g = g.sort_values(x)
         name = " ".join(str(p) for p in (label, key) if p is not None)
+        colour = colours.setdefault(name or prov, _PALETTE[len(colours) % len(_PALETTE)])
         fig.add_trace(go.Scatter(
             x=g[x].tolist(), y=g[ycol].tolist(), name=f"{name} — {prov}" if name else prov,
             mode="lines" if kind == "modelled" else "lines+markers",
-            line={"dash": _DASH.get(kind, "solid")},
+            line={"dash": _DASH.get(kind, "solid"), "color": colour},
             marker={"symbol": _SYMBOL.get(kind) or "circle"},
             hovertemplate=f"%{{x:,}} B: %{{y:.4g}}<extra>{name or kind} ({kind})</extra>",
         ))
@@ -111,18 +153,21 @@ def plot_sweep(data: Any, y: str = "bw_gbps", *, x: str = "size", split: str | N
 
     fig = go.Figure()
     kinds: list[str] = []
+    colours: dict = {}
     for label, df in frames_from(data) + frames_from(model):
-        add_frame_trace(fig, df, x=x, y=y, label=label, split=split)
+        add_frame_trace(fig, df, x=x, y=y, label=label, split=split, colours=colours)
         kind = _kind(df)
         if kind not in kinds:
             kinds.append(kind)
     if log_y is None:
         log_y = y != "bw_gbps"
     what = " + ".join(kinds) if kinds else "no data"
+    # The legend sits below the plot, one line per trace: grow the figure rather than the plot shrink.
+    height = height + 20 * max(0, len(fig.data) - 3)
     fig.update_layout(
         title=f"{title} ({what})" if title else what, height=height,
-        xaxis={"title": axis_title(x), "type": "log" if log_x else "linear"},
-        yaxis={"title": axis_title(y), "type": "log" if log_y else "linear"},
+        xaxis=_axis(x, log_x, [v for t in fig.data for v in (t.x or ())]),
+        yaxis=_axis(y, log_y, [v for t in fig.data for v in (t.y or ())]),
         legend={"orientation": "h", "y": -0.25}, margin={"t": 60, "b": 40},
     )
     return fig

@@ -12,7 +12,7 @@ import time
 from typing import Any, Callable
 
 from ..units import format_size, parse_sizes
-from .plots import add_frame_trace, axis_title, frames_from
+from .plots import add_frame_trace, axis_title, byte_ticks, frames_from
 from .quick import quick_mode, quick_sizes
 
 __all__ = ["SweepWidget"]
@@ -84,7 +84,8 @@ class SweepWidget:
         log_y = (y != "bw_gbps") if log_y is None else log_y
         self.figure.update_layout(
             title=f"{title} (live + overlays)" if title else "live sweep", height=420,
-            xaxis={"title": x_title or axis_title("size"), "type": "log"},
+            xaxis={"title": x_title or axis_title("size"), "type": "log",
+                   **byte_ticks(self.sizes[0], self.sizes[-1])},
             yaxis={"title": axis_title(y), "type": "log" if log_y else "linear"},
             legend={"orientation": "h", "y": -0.25})
         self.progress = w.IntProgress(value=0, min=0, max=len(self.sizes), description="sizes")
