@@ -239,3 +239,21 @@ def test_model_explorer_says_why_a_setting_is_impossible():
     assert all(v is None for v in ex.figure.data[0].y)
     s.value = 1 << 20
     assert ex.message.value == "" and all(v is not None for v in ex.figure.data[0].y)
+
+
+def test_byte_axes_use_binary_units_not_billions():
+    from gdrlab.widgets.plots import byte_ticks
+
+    ticks = byte_ticks(8, 256 << 20)
+    assert dict(zip(ticks["ticktext"], ticks["tickvals"]))["1M"] == 1 << 20
+    assert "4K" in ticks["ticktext"] and "256M" in ticks["ticktext"]
+    big = byte_ticks(1 << 20, 512 << 30)
+    assert big["tickvals"][-1] >= 512 << 30 and not any(t.endswith("B") for t in big["ticktext"])
+    fig = widgets.plot_sweep(_frame("live", host="n1"), y="bw_gbps")
+    assert list(fig.layout.xaxis.ticktext)[:2] == ["1", "16"]
+
+
+def test_series_and_its_model_share_a_colour():
+    fig = widgets.plot_sweep({"pinned": _frame("recorded", hardware="H")},
+                             model={"pinned": _frame("modelled", profile="p")})
+    assert fig.data[0].line.color == fig.data[1].line.color
