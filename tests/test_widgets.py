@@ -257,3 +257,26 @@ def test_series_and_its_model_share_a_colour():
     fig = widgets.plot_sweep({"pinned": _frame("recorded", hardware="H")},
                              model={"pinned": _frame("modelled", profile="p")})
     assert fig.data[0].line.color == fig.data[1].line.color
+
+
+def test_size_range_narrows_the_next_sweep(not_quick):
+    sw = widgets.SweepWidget(lambda n: {"size": n, "bw_gbps": 1.0}, "8:1M")
+    assert widgets.selected_sizes(sw.size_control) == [2 ** k for k in range(3, 21)]
+    sw.size_control.index = (2, 4)  # 32 B .. 128 B
+    sw.start(wait=True)
+    assert list(sw.result()["size"]) == [32, 64, 128]
+    assert sw.progress.max == 3
+
+
+def test_standard_controls():
+    from gdrlab import model
+
+    assert widgets.path_dropdown().options == tuple(model.PATHS)
+    chunk = widgets.chunk_slider()
+    assert chunk.value == 256 * 1024 and chunk.label == "256K"
+    with pytest.raises(ValueError, match="power of two"):
+        widgets.chunk_slider(value=1000)
+    assert widgets.placement_dropdown().options == tuple(model.PLACEMENTS)
+    assert "hopper-ndr" in widgets.profile_dropdown().options
+    with pytest.raises(ValueError, match="unknown profile"):
+        widgets.profile_dropdown("k80")
