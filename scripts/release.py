@@ -10,6 +10,7 @@ disappear; labs/release/ is generated output and is not committed.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("labs", nargs="*", help="lab folder names (default: every lab in labs/source)")
     args = ap.parse_args(argv)
+    if importlib.util.find_spec("nbgrader") is None:
+        print("release: nbgrader is not installed: pip install gdrlab[lab]", file=sys.stderr)
+        return 1
     labs = args.labs or source_labs()
     if not labs:
         print("no labs found in labs/source", file=sys.stderr)

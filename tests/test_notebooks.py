@@ -119,3 +119,10 @@ def test_release_scores_zero_on_every_graded_cell(path, released):
     _execute(nb, released[path.parent.name].parent, allow_errors=True)
     passing = [c.metadata["nbgrader"]["grade_id"] for c in _grade_cells(nb) if not _errors(c)]
     assert not passing, f"these autograder cells pass on the unsolved student version: {passing}"
+
+
+def test_release_script_refuses_unknown_labs():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "release.py"), "99-nope"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "unknown labs: 99-nope" in proc.stderr and "00-setup-check" in proc.stderr
