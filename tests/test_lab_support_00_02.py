@@ -26,6 +26,16 @@ def test_h200_report_matches_the_machine():
     assert runnable == {"host", "staged", "shared", "pipelined"}  # one GPU, no HCA, no gdrcopy
     assert "no RDMA device" in report["paths"]["gdr"]["reason"]
     assert report["gpus"][0]["bar1_total_bytes"] == 256 * GiB
+    # What lab 00's exercise 3 relies on: DMA_BUF_SUPPORTED = 1 and libibverbs there, so an HCA is
+    # the only missing part and no peer-memory module is needed.
+    import copy
+
+    from gdrlab.hw import path_availability
+
+    whatif = copy.deepcopy(report)
+    whatif["rdma_devices"] = [{"name": "mlx5_0", "active": True}]
+    gdr = path_availability(whatif)["gdr"]
+    assert gdr["available"] and "dma-buf" in gdr["reason"]
 
 
 def test_paths_table_lists_every_path():
