@@ -37,7 +37,8 @@ import pytest
 from browser import labs as lab_checks
 from browser import notebook_page as nbp
 from browser.server import LabServer, start_lab_server
-from browser.smoke import QUICK_POINTS, count_code_cells, write_smoke_notebook
+from browser.smoke import (KIT_SWEEP_SIZES, QUICK_POINTS, count_code_cells, write_kit_widgets_notebook,
+                           write_smoke_notebook)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
 
@@ -106,6 +107,7 @@ def lab_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
                         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
     write_smoke_notebook(root / "smoke" / "smoke.ipynb")
     write_smoke_notebook(root / "smoke" / "broken.ipynb", broken=True)
+    write_kit_widgets_notebook(root / "smoke" / "kit-widgets.ipynb")
     return root
 
 
@@ -212,6 +214,43 @@ def test_smoke_broken_notebook_is_reported(page: Any, server: LabServer) -> None
     try:
         with pytest.raises(nbp.NotebookRunError, match="deliberate failure"):
             _run_notebook(page, server, rel)
+    finally:
+        _shutdown_kernels(server, rel)
+
+
+def test_kit_widgets_in_browser(page: Any, server: LabServer, artifacts_dir: Path) -> None:
+    """gdrlab.widgets in JupyterLab: Start fills the sweep plot, the profile dropdown redraws the model."""
+    rel = "smoke/kit-widgets.ipynb"
+    try:
+        _run_notebook(page, server, rel)
+        assert "quick mode: True" in "\n".join(nbp.output_texts(page))
+        sweep_cell = page.locator(".jp-Notebook .jp-Cell").filter(
+            has=page.locator("button.widget-button", has_text="Start"))
+        sweep_cell.first.locator(".js-plotly-plot").first.wait_for(state="visible")
+        before = nbp.plot_traces(sweep_cell.first)
+        assert [len(t["y"]) for t in before[0]["traces"]] == [0], "the sweep plot is not empty before Start"
+        sweep_cell.first.locator("button.widget-button", has_text="Start").click()
+        after = nbp.wait_for_plot_change(sweep_cell.first, before,
+                                         settled=lambda: server.kernel_states(rel) == ["idle"])
+        (live,) = after[0]["traces"]
+        # Quick mode measures three of the sizes: the first, the last and one between.
+        xs = [int(x) for x in live["x"]]
+        assert len(xs) == 3 and xs[0] == 8 and xs[-1] == 64 << 20, xs
+        assert live["y"] == pytest.approx([x / 1e6 for x in xs]), "points are not the measured values"
+        assert after[0]["marker_paths"] == 3
+        assert "done: 3 sizes" in sweep_cell.first.inner_text()
+        nbp.save_screenshot(sweep_cell.first, artifacts_dir / "kit-sweep-after-start.png")
+
+        cell = nbp.find_widget_cell(page, label="profile")
+        before = nbp.plot_traces(cell.locator)
+        assert all(len(t["y"]) == KIT_SWEEP_SIZES and None not in t["y"] for t in before[0]["traces"])
+        nbp.choose_other_option(cell.locator, "profile", "kepler-ivb-2014")
+        after = nbp.wait_for_plot_change(cell.locator, before,
+                                         settled=lambda: server.kernel_states(rel) == ["idle"])
+        assert "kepler-ivb-2014" in (after[0]["title"] or ""), after[0]["title"]
+        assert all(len(t["y"]) == KIT_SWEEP_SIZES for t in after[0]["traces"])
+        nbp.save_screenshot(cell.locator, artifacts_dir / "kit-explorer-after.png")
+        assert nbp.error_outputs(page) == []
     finally:
         _shutdown_kernels(server, rel)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["QUICK_POINTS", "write_smoke_notebook", "count_code_cells"]
+__all__ = ["QUICK_POINTS", "KIT_SWEEP_SIZES", "write_smoke_notebook", "write_kit_widgets_notebook",
+           "count_code_cells"]
 
 # 2**3 .. 2**8 inclusive, worked out by hand from the range below.
 QUICK_POINTS = 6
@@ -74,6 +75,37 @@ def write_smoke_notebook(path: Path, broken: bool = False) -> Path:
         nbformat.v4.new_code_cell(""),
     ]
     nb.cells = cells
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+    return path
+
+
+# "8:64M" is every power of two from 2**3 to 2**26: 24 sizes, worked out by hand.
+KIT_SWEEP_SIZES = 24
+
+_KIT_IMPORTS = """\
+from gdrlab.widgets import SweepWidget, model_explorer, quick_mode
+print("quick mode:", quick_mode())"""
+
+# A measurement with a known answer (bandwidth = size / 1e6), so the plotted points can be checked.
+_KIT_SWEEP = """\
+sweep = SweepWidget(lambda n: {"size": n, "bw_gbps": n / 1e6}, "8:64M", y="bw_gbps",
+                    name="synthetic", title="synthetic sweep")
+sweep"""
+
+_KIT_EXPLORER = """\
+explorer = model_explorer("kepler-snb-2013", paths=["gdr", "pipelined"], sizes="8:64M")
+explorer"""
+
+
+def write_kit_widgets_notebook(path: Path) -> Path:
+    """A notebook showing the kit's own widgets: a SweepWidget (Start button, streaming
+    points) over a synthetic measurement, and the model explorer (profile dropdown)."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (_KIT_IMPORTS, _KIT_SWEEP, _KIT_EXPLORER)]
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(path))
     return path
