@@ -142,10 +142,19 @@ def browser(server: LabServer) -> Iterator[Any]:
             chromium.close()
 
 
-@pytest.fixture
-def page(browser: Any, artifacts_dir: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+@pytest.fixture(scope="module")
+def browser_context(browser: Any) -> Iterator[Any]:
+    # One context for all tests: its HTTP cache spares reloading JupyterLab's scripts per test.
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
+    try:
+        yield context
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def page(browser_context: Any, artifacts_dir: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    pg = browser_context.new_page()
     pg.set_default_timeout(30_000)
     console: list[str] = []
     pg.on("console", lambda m: console.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
@@ -155,7 +164,7 @@ def page(browser: Any, artifacts_dir: Path, request: pytest.FixtureRequest) -> I
     finally:
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
         (artifacts_dir / f"{name}-console.txt").write_text("\n".join(console) + "\n")
-        context.close()
+        pg.close()
 
 
 def _shutdown_kernels(server: LabServer, rel_path: str) -> None:
@@ -265,7 +274,7 @@ def test_lab_markdown_renders(page: Any, server: LabServer, num: str) -> None:
     """Diagrams, tables and images in the markdown cells show in JupyterLab (no run needed)."""
     rel = _lab_rel_path(server, num)
     try:
-        nbp.open_notebook(page, server, rel)
+        nbp.open_notebook(page, server, rel, wait_kernel=False)
         problems = nbp.markdown_problems(page, server.root / rel)
         assert not problems, f"{rel}:\n" + "\n".join(problems)
     finally:

@@ -108,16 +108,20 @@ class WidgetCell:
     locator: Any
 
 
-def open_notebook(page: Any, server: LabServer, rel_path: str, timeout_s: float = 90.0) -> None:
+def open_notebook(
+    page: Any, server: LabServer, rel_path: str, timeout_s: float = 90.0, wait_kernel: bool = True
+) -> None:
     """Open ``rel_path`` in a fresh workspace and wait until its kernel is idle.
 
     A fresh named workspace keeps notebooks opened by earlier tests from being
-    restored into this page.
+    restored into this page. ``wait_kernel=False`` returns once the cells are shown.
     """
     workspace = f"t{secrets.token_hex(4)}"
     url = server.lab_url(rel_path).replace("/lab/tree/", f"/lab/workspaces/{workspace}/tree/", 1)
     page.goto(url, wait_until="domcontentloaded", timeout=timeout_s * 1000)
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=timeout_s * 1000)
+    if not wait_kernel:
+        return
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         _accept_kernel_dialog(page)
