@@ -19,7 +19,7 @@ nvidia-smi topo -m > "$R/nvidia-smi-topo.txt" 2>&1
 
 if has build; then
   step "build"
-  $PY -m pip install -q --no-build-isolation --no-deps . 2>&1 | tail -5 || exit 1
+  $PY -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -5 || exit 1
   CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
   g++ -O2 -std=c++17 bench/raw_copy.cpp -I"$CUDA_HOME/include" -L"$CUDA_HOME/lib64/stubs" -lcuda -o "$R/raw_copy" \
     || echo "raw_copy build failed"

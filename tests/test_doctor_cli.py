@@ -146,6 +146,7 @@ def test_topo_machine_without_gpu(tmp_path):
 # ----------------------------------------------------------------------------- GPU machine
 def _parse_topo_m(text: str) -> tuple[dict[str, dict[str, str]], dict[str, str], dict[str, str]]:
     """`nvidia-smi topo -m` -> (codes, NUMA affinity per device, NIC legend NICk -> name)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # nvidia-smi underlines the header with ANSI escapes
     lines = [l for l in text.splitlines() if l.strip()]
     head = lines[0].split()
     cols = [h for h in head if re.match(r"^(GPU|NIC)\d+$", h)]
@@ -164,7 +165,7 @@ def _parse_topo_m(text: str) -> tuple[dict[str, dict[str, str]], dict[str, str],
 
 
 def test_parse_topo_m_sample():
-    sample = ("\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+    sample = ("\t\x1b[4mGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
               "GPU0\t X \tNV18\tPIX\t0-15\t0\t\tN/A\n"
               "GPU1\tNV18\t X \tSYS\t0-15\t0\t\tN/A\n"
               "NIC0\tPIX\tSYS\t X \t\t\t\t\n\nLegend:\n\n  X    = Self\n\nNIC Legend:\n\n  NIC0: mlx5_0\n")
