@@ -395,7 +395,8 @@ def markdown_problems(page: Any, notebook: Path, timeout_s: float = 20.0) -> lis
             continue
         if "<svg" in specs[st["index"]] and st["svg"] == 0:
             problems.append(f"{where} ({st['head']!r}...): its inline <svg> was removed by JupyterLab's "
-                            "HTML sanitizer; only the SVG's text shows")
+                            "HTML sanitizer; only the SVG's text shows (an <img> with a "
+                            "data:image/svg+xml;base64 src, or an .svg file beside the notebook, renders)")
         if st["table_in_pre"]:
             problems.append(f"{where} ({st['head']!r}...): a markdown table shows as a code block "
                             "(the text is indented)")
