@@ -402,6 +402,7 @@ def test_server_killed_at_random_points_client_fails_fast(serve_factory):
     """SIGKILL the serve process at a random moment of a streaming test: the client gets
     PeerClosed or PeerTimeout within the deadline, never a hang."""
     rng = random.Random(1234)
+    fds_before = os.listdir("/proc/self/fd")
     for _ in range(6):
         sp = serve_factory(timeout_s=2.0)
         conn = engine.Connection("127.0.0.1", sp.port, sp.token, timeout_s=2.0)
@@ -429,6 +430,8 @@ def test_server_killed_at_random_points_client_fails_fast(serve_factory):
         with pytest.raises(PeerClosed):
             conn.run("host", 8, iters=1)
         conn.close()
+        sp.stop()
+    assert len(os.listdir("/proc/self/fd")) <= len(fds_before), "client side kept sockets of dead peers"
 
 
 def test_client_killed_at_random_points_server_survives(serve_process):
@@ -497,3 +500,13 @@ def test_serve_on_non_loopback_without_token_is_refused(run_cli, listen):
 def test_native_server_non_loopback_without_token_raises_auth_error():
     with pytest.raises(AuthError, match="requires a token"):
         engine.native().Server("0.0.0.0", 0, "", 1000)
+
+
+def test_serve_stops_cleanly_on_sigint(serve_process):
+    """Ctrl-C on `gdrlab serve`: exit 130 within a second or so, one line, no traceback."""
+    t0 = time.monotonic()
+    serve_process.proc.send_signal(signal.SIGINT)
+    rc = serve_process.proc.wait(timeout=5)
+    err = serve_process.stderr_text()
+    assert rc == 130 and time.monotonic() - t0 < 3
+    assert "Traceback" not in err and "interrupted" in err
