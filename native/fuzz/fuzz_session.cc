@@ -6,10 +6,13 @@
 // Neither side may crash, hang past its timeout, leak or read out of bounds.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -26,17 +29,36 @@ namespace {
 constexpr int kTimeoutMs = 200;
 const char kToken[] = "fuzz-token";
 
+// Thousands of connections a second would run out of ephemeral ports (each closed connection
+// sits in TIME_WAIT for a minute), so every connection comes from another 127.0.x.y address.
 int connect_loopback(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) std::abort();
-  int big = 4 << 20;  // room for everything the server answers, so it never blocks on us
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) std::abort();
-  return fd;
+  static uint32_t next_source = 0;
+  for (int attempt = 0; attempt < 2000; ++attempt) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) std::abort();
+    int big = 4 << 20;  // room for everything the server answers, so it never blocks on us
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    uint32_t n = next_source++ % 65000 + 2;
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    src.sin_addr.s_addr = htonl(0x7F000000u | (1u << 16) | n);  // 127.1.x.y
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) == 0 &&
+        ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0)
+      return fd;
+    int err = errno;
+    ::close(fd);
+    if (err != EADDRNOTAVAIL && err != EADDRINUSE) {
+      std::fprintf(stderr, "fuzz_session: harness cannot connect: %s\n", std::strerror(err));
+      std::abort();
+    }
+    ::usleep(1000);
+  }
+  std::fprintf(stderr, "fuzz_session: harness ran out of loopback ports\n");
+  std::abort();
 }
 
 void write_all(int fd, const uint8_t* p, size_t n) {
@@ -88,6 +110,9 @@ void client_case(const uint8_t* p, size_t n) {
   // The spec the client runs comes from the input's first byte, so all three modes are explored.
   uint8_t knob = n ? p[0] : 0;
   std::thread answer([&] {
+    // The client may fail before it connects (e.g. no free port): never wait for it for long.
+    pollfd pfd{fake->listen_fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 2000) <= 0) return;
     int fd = ::accept(fake->listen_fd, nullptr, nullptr);
     if (fd < 0) return;
     write_all(fd, p, n);
