@@ -195,9 +195,9 @@ def test_gpu_transfers_randomized(gpu, serve_process, path):
             offset = rng.randint(0, cap - size)
             kw = {}
             if path == "pipelined":
-                kw = {"chunk": rng.choice([1, 4093, 65536, 262144, rng.randint(1, size)]), "depth": rng.randint(1, 8)}
-            if kw.get("chunk") == 1 and size > 65536:
-                kw["chunk"] = 4093  # one-byte chunks of megabytes would only test patience
+                chunk = rng.choice([1, 4093, 65536, 262144, rng.randint(1, size)])
+                # At most ~4096 chunks a message: tiny chunks of megabytes would only test patience.
+                kw = {"chunk": max(chunk, -(-size // 4096)), "depth": rng.randint(1, 8)}
             seed = rng.getrandbits(63)
             assert c.transfer(dev, path, size=size, offset=offset, seed=seed, **kw), f"{path} transfer {i}"
             if i % 25 == 0:
