@@ -35,9 +35,12 @@ from typing import Callable, Iterator
 
 import pytest
 
-__all__ = ["ServeProcess", "NativeServer", "count_fds", "read_vmlck_kb", "child_processes"]
+__all__ = ["ServeProcess", "NativeServer", "count_fds", "read_vmlck_kb", "child_processes", "TIME_SCALE"]
 
 SERVE_START_TIMEOUT_S = 30.0
+# Under AddressSanitizer (bench/asan_tests.sh preloads libasan) a Python process starts and exits
+# several times slower; waits for whole processes are scaled by this, protocol deadlines are not.
+TIME_SCALE = 4.0 if "asan" in os.environ.get("LD_PRELOAD", "") else 1.0
 
 
 # --------------------------------------------------------------------------- plain helpers
