@@ -51,7 +51,8 @@ int connect_loopback(int port) {
       return fd;
     int err = errno;
     ::close(fd);
-    if (err != EADDRNOTAVAIL && err != EADDRINUSE) {
+    // EINTR: libFuzzer's timeout alarm interrupted connect(); start over with a new socket.
+    if (err != EADDRNOTAVAIL && err != EADDRINUSE && err != EINTR) {
       std::fprintf(stderr, "fuzz_session: harness cannot connect: %s\n", std::strerror(err));
       std::abort();
     }
