@@ -24,7 +24,9 @@ fi
 
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
-  "$VENV/bin/pip" install -q nanobind scikit-build-core numpy pandas pytest pytest-timeout
+  # The engine's build and test needs, plus what the other CPU tests import (lab support figures).
+  "$VENV/bin/pip" install -q nanobind scikit-build-core numpy pandas pytest pytest-timeout plotly nbformat \
+    ${ASAN_EXTRA_PIP:-}
 fi
 # Editable, with its own build directory, so the instrumented _native never replaces the normal one.
 GDRLAB_SANITIZE=ON CXX="$CXX" "$VENV/bin/pip" install -q --no-build-isolation -e . \

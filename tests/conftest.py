@@ -35,12 +35,13 @@ from typing import Callable, Iterator
 
 import pytest
 
-__all__ = ["ServeProcess", "NativeServer", "count_fds", "read_vmlck_kb", "child_processes", "TIME_SCALE"]
+__all__ = ["ServeProcess", "NativeServer", "count_fds", "read_vmlck_kb", "child_processes", "TIME_SCALE", "UNDER_ASAN"]
 
 SERVE_START_TIMEOUT_S = 30.0
 # Under AddressSanitizer (bench/asan_tests.sh preloads libasan) a Python process starts and exits
 # several times slower; waits for whole processes are scaled by this, protocol deadlines are not.
-TIME_SCALE = 4.0 if "asan" in os.environ.get("LD_PRELOAD", "") else 1.0
+UNDER_ASAN = "asan" in os.environ.get("LD_PRELOAD", "")
+TIME_SCALE = 4.0 if UNDER_ASAN else 1.0
 
 
 # --------------------------------------------------------------------------- plain helpers

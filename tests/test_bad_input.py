@@ -57,7 +57,6 @@ def test_bench_bad_sizes(sizes, pattern):
 @pytest.mark.parametrize("kw,pattern", [
     ({"path": "warp"}, "unknown path 'warp'.*host, staged, shared, pipelined"),
     ({"path": "gdr"}, "does not run over the tcp wire"),
-    ({"path": "p2p"}, "does not run over the tcp wire"),
     ({"mode": "fast"}, "unknown mode 'fast'"),
     ({"wire": "carrier-pigeon"}, "unknown wire 'carrier-pigeon'"),
     ({"iters": 0}, "iters must be at least 1"),
