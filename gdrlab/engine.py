@@ -32,6 +32,14 @@ GPU_PATHS = ("staged", "shared", "pipelined")
 DEFAULT_CHUNK = 256 * 1024  # MVAPICH2-GDR's MV2_CUDA_BLOCK_SIZE
 DEFAULT_DEPTH = 4
 _MODES = {"lat": 0, "bw": 1, "verify": 2}
+# The engine takes timeouts as int milliseconds and counts as u32: larger values would not convert.
+MAX_TIMEOUT_S = 86400.0
+_U32_MAX = 2**32 - 1
+
+
+def _check_timeout(timeout_s: float) -> None:
+    if not 0 < timeout_s <= MAX_TIMEOUT_S:  # also refuses NaN
+        raise InvalidArgument(f"timeout must be between 0 and {MAX_TIMEOUT_S:.0f} seconds, got {timeout_s!r}")
 
 ProgressFn = Callable[[int, int, dict], Any]
 
@@ -241,8 +249,7 @@ class Connection:
     """A session with a ``gdrlab serve`` peer over the tcp wire."""
 
     def __init__(self, host: str, port: int, token: str = "", timeout_s: float = 10.0):
-        if timeout_s <= 0:
-            raise InvalidArgument("timeout_s must be positive")
+        _check_timeout(timeout_s)
         self._c = native().Client(host, int(port), token or "", int(timeout_s * 1000))
         self.peer = f"{host}:{port}"
 
@@ -261,8 +268,10 @@ class Connection:
             raise InvalidArgument(f"unknown path {path!r} for the tcp wire; valid: {', '.join(TCP_PATHS)}")
         if not isinstance(size, (int, np.integer)) or size <= 0:
             raise InvalidArgument(f"size must be a positive integer, got {size!r}")
-        if iters < 0 or warmup < 0 or window < 1 or depth < 1 or chunk < 1 or offset < 0:
-            raise InvalidArgument("iters and warmup must be >= 0; window, depth and chunk >= 1; offset >= 0")
+        if iters < 0 or warmup < 0 or window < 1 or depth < 1 or chunk < 1 or offset < 0 or device < 0:
+            raise InvalidArgument("iters, warmup and device must be >= 0; window, depth and chunk >= 1; offset >= 0")
+        if max(iters, warmup, window, depth, device) > _U32_MAX:
+            raise InvalidArgument(f"iters, warmup, window, depth and device must be at most {_U32_MAX}")
         if seed is None:
             seed = secrets.randbits(63)
         nb = buffer._b if buffer is not None else None
@@ -376,6 +385,7 @@ def bench(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, 
             raise InvalidArgument(f"size {s} exceeds the tcp wire's maximum message of {native_max} bytes (1 GiB)")
     if iters is not None and iters < 1:
         raise InvalidArgument("iters must be at least 1")
+    _check_timeout(timeout_s)
     if path in GPU_PATHS:
         st = cuda_status()
         if not st["usable"]:

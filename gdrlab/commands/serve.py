@@ -26,9 +26,10 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from ..engine import _parse_peer, native
+    from ..engine import _check_timeout, _parse_peer, native
 
     host, port = _parse_peer(args.listen)
+    _check_timeout(args.timeout)
     token = args.token if args.token is not None else os.environ.get("GDRLAB_TOKEN", "")
     server = native().Server(host, port, token, int(args.timeout * 1000))
     if args.announce or args.json:

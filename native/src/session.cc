@@ -200,9 +200,10 @@ void Server::handle(TcpWire& wire) {
   wire.send_control(FrameType::Welcome, w.bytes());
   for (;;) {
     FrameHeader hdr = wire.recv_header();
-    std::vector<uint8_t> b(hdr.length);
+    // Check the type before allocating: a DATA header may claim up to 1 GiB.
     if (hdr.type == static_cast<uint16_t>(FrameType::Data))
       throw_protocol("unexpected DATA frame between tests");
+    std::vector<uint8_t> b(hdr.length);
     if (hdr.length) wire.recv_raw(b.data(), hdr.length);
     if (hdr.type == static_cast<uint16_t>(FrameType::Bye)) return;
     if (hdr.type == static_cast<uint16_t>(FrameType::Connect)) {

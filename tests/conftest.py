@@ -1,0 +1,266 @@
+"""Shared pytest fixtures for the gdrlab test suite.
+
+Fixtures
+--------
+``serve_process``
+    A real ``python -m gdrlab serve`` subprocess on 127.0.0.1 with a random token and a 1 s
+    timeout; yields a :class:`ServeProcess` (``port``, ``token``, ``address``, ``proc``,
+    ``fd_count()``, ``stderr_text()``). Stopped (and reaped) after the test.
+``serve_factory``
+    Starts more such processes with custom arguments: ``serve_factory(token=..., timeout_s=...,
+    extra=[...])``; all are stopped after the test.
+``native_server``
+    The engine's ``Server`` in this process, serving clients one after another in a background
+    thread; yields a :class:`NativeServer` (``port``, ``token``, ``errors``, ``served``).
+``gpu``
+    Skips the test with the reason from ``gdrlab.engine.cuda_status()`` when no CUDA GPU is usable.
+``run_cli``
+    Runs ``python -m gdrlab ARGS...`` and returns the ``subprocess.CompletedProcess`` (text mode).
+``fd_count`` / ``vmlck_kb``
+    Callables: open file descriptors of a process (default: this one), and its locked memory
+    (``VmLck`` of /proc/PID/status) in KiB.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import pytest
+
+__all__ = ["ServeProcess", "NativeServer", "count_fds", "read_vmlck_kb", "child_processes", "TIME_SCALE", "UNDER_ASAN"]
+
+SERVE_START_TIMEOUT_S = 30.0
+# Under AddressSanitizer (bench/asan_tests.sh preloads libasan) a Python process starts and exits
+# several times slower; waits for whole processes are scaled by this, protocol deadlines are not.
+UNDER_ASAN = "asan" in os.environ.get("LD_PRELOAD", "")
+TIME_SCALE = 4.0 if UNDER_ASAN else 1.0
+
+
+# --------------------------------------------------------------------------- plain helpers
+def count_fds(pid: int | str = "self") -> int:
+    """Number of open file descriptors of ``pid`` (Linux /proc)."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def read_vmlck_kb(pid: int | str = "self") -> int:
+    """Locked (page-locked) memory of ``pid`` in KiB, from ``VmLck`` in /proc/PID/status."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmLck:"):
+                return int(line.split()[1])
+    return 0
+
+
+def child_processes(pid: int | None = None) -> list[tuple[int, str, str]]:
+    """Direct children of ``pid`` (default: this process) as ``(pid, state, cmdline)``; a
+    zombie has state ``"Z"``."""
+    parent = os.getpid() if pid is None else pid
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        # comm may contain spaces and parentheses: the fields after the last ')' are fixed.
+        rest = stat[stat.rfind(")") + 2:].split()
+        if int(rest[1]) == parent:
+            out.append((int(entry), rest[0], cmd))
+    return out
+
+
+# --------------------------------------------------------------------------- serve subprocess
+@dataclass
+class ServeProcess:
+    """A running ``gdrlab serve`` subprocess."""
+
+    proc: subprocess.Popen
+    port: int
+    token: str
+    host: str = "127.0.0.1"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def fd_count(self) -> int:
+        return count_fds(self.proc.pid)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for f in (self.proc.stdout, self.proc.stderr):
+            if f and not f.closed:
+                f.close()
+
+    def stderr_text(self) -> str:
+        """Everything the server wrote to stderr (stops the server first)."""
+        self.stop_keep_stderr()
+        return self._stderr
+
+    def stop_keep_stderr(self) -> None:
+        if getattr(self, "_stderr", None) is not None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            _, err = self.proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        self._stderr = err.decode(errors="replace") if err else ""
+
+
+def start_serve(token: str | None = None, timeout_s: float = 1.0, extra: list[str] | None = None,
+                listen: str = "127.0.0.1:0") -> ServeProcess:
+    """Start ``python -m gdrlab serve --announce`` and wait for its ``{"port": N}`` line."""
+    token = secrets.token_hex(8) if token is None else token
+    env = dict(os.environ, GDRLAB_TOKEN=token, PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "gdrlab", "serve", "--listen", listen, "--announce",
+           "--timeout", str(timeout_s)] + list(extra or [])
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=env)
+    deadline = time.monotonic() + SERVE_START_TIMEOUT_S
+    buf = b""
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        ready, _, _ = select.select([proc.stdout], [], [], max(left, 0))
+        if not ready:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError("gdrlab serve did not announce its port in time")
+        chunk = os.read(proc.stdout.fileno(), 4096)
+        if not chunk:
+            err = proc.stderr.read().decode(errors="replace")
+            proc.wait()
+            raise RuntimeError(f"gdrlab serve exited before announcing: {err}")
+        buf += chunk
+    port = int(json.loads(buf.split(b"\n", 1)[0])["port"])
+    return ServeProcess(proc=proc, port=port, token=token)
+
+
+@pytest.fixture
+def serve_factory() -> Iterator[Callable[..., ServeProcess]]:
+    started: list[ServeProcess] = []
+
+    def make(**kw) -> ServeProcess:
+        sp = start_serve(**kw)
+        started.append(sp)
+        return sp
+
+    yield make
+    for sp in started:
+        sp.stop()
+
+
+@pytest.fixture
+def serve_process(serve_factory) -> ServeProcess:
+    return serve_factory()
+
+
+# --------------------------------------------------------------------------- in-process server
+@dataclass
+class NativeServer:
+    """The engine's Server serving clients in a background thread of this process."""
+
+    token: str
+    timeout_ms: int
+    server: object = None
+    errors: list = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def served(self) -> int:
+        return int(self.server.clients_served)
+
+    def start(self) -> "NativeServer":
+        from gdrlab.engine import native
+
+        self.server = native().Server("127.0.0.1", 0, self.token, self.timeout_ms)
+        self._thread = threading.Thread(target=self._loop, name="gdrlab-native-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            came, err = self.server.serve_one(100)
+            if came and err:
+                self.errors.append(err)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.server = None
+
+
+@pytest.fixture
+def native_server() -> Iterator[NativeServer]:
+    ns = NativeServer(token=secrets.token_hex(8), timeout_ms=1000).start()
+    yield ns
+    ns.stop()
+
+
+# --------------------------------------------------------------------------- misc fixtures
+@pytest.fixture
+def gpu() -> dict:
+    """Skip unless a CUDA GPU is usable; returns ``gdrlab.engine.cuda_status()``."""
+    from gdrlab.engine import cuda_status
+
+    st = cuda_status()
+    if not st["usable"]:
+        pytest.skip("no CUDA GPU: " + st["reason"])
+    return st
+
+
+@pytest.fixture
+def run_cli() -> Callable[..., subprocess.CompletedProcess]:
+    def run(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+        full_env = dict(os.environ, **(env or {}))
+        return subprocess.run([sys.executable, "-m", "gdrlab", *map(str, args)], capture_output=True, text=True,
+                              timeout=timeout, env=full_env, stdin=subprocess.DEVNULL)
+
+    return run
+
+
+@pytest.fixture
+def fd_count() -> Callable[..., int]:
+    return count_fds
+
+
+@pytest.fixture
+def vmlck_kb() -> Callable[..., int]:
+    return read_vmlck_kb
