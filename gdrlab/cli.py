@@ -14,8 +14,18 @@ from .errors import GdrlabError
 COMMANDS = ["doctor", "topo", "bench", "serve", "model", "p2p_matrix", "nccl", "lab"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """Remembers the usage error it reports, so ``--json`` can repeat it as a JSON document."""
+
+    last_error: str | None = None
+
+    def error(self, message):
+        _Parser.last_error = f"{self.prog}: {message}"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gdrlab",
         description="Learn GPUDirect RDMA by measuring it: discovery, topology, benchmarks and models.",
     )
@@ -35,7 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        # argparse has printed usage and the reason on stderr; honour the --json contract too.
+        if exc.code not in (0, None) and "--json" in argv:
+            print(json.dumps({"error": {"type": "UsageError", "message": _Parser.last_error or "invalid arguments"}}))
+        raise
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2

@@ -267,8 +267,6 @@ def test_cli_argparse_errors_name_the_bad_value(run_cli, argv, pattern):
     assert pattern in r.stderr.strip().splitlines()[-1]
 
 
-@pytest.mark.xfail(strict=True, reason="gdrlab/cli.py: argparse usage errors print no JSON error document "
-                                       "with --json (fix in cli.main, then drop this marker)")
 def test_cli_argparse_error_with_json_gives_json_document(run_cli):
     r = run_cli("bench", "--wire", "foo", "--json", timeout=60)
     doc = json.loads(r.stdout)

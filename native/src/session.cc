@@ -9,6 +9,7 @@ namespace gdrlab {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr int kIdleBetweenTestsMs = 300 * 1000;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -75,6 +76,12 @@ Client::Client(const std::string& host, int port, const std::string& token, int 
   BodyReader r(body.data(), body.size());
   if (hdr.type == static_cast<uint16_t>(FrameType::Reject))
     throw Error(ErrorKind::Auth, "peer", "handshake", 0, r.str(kMaxControlBytes));
+  if (hdr.type == static_cast<uint16_t>(FrameType::Error)) {
+    uint8_t kind = r.u8();
+    std::string text = r.str(kMaxControlBytes);
+    if (kind > static_cast<uint8_t>(ErrorKind::Verify)) kind = static_cast<uint8_t>(ErrorKind::Protocol);
+    throw Error(static_cast<ErrorKind>(kind), "peer", "handshake", 0, text);
+  }
   if (hdr.type != static_cast<uint16_t>(FrameType::Welcome))
     throw_protocol(std::string("expected WELCOME, got ") + frame_type_name(hdr.type));
   description_ = r.str(kMaxControlBytes);
@@ -186,6 +193,7 @@ bool Server::serve_one(int accept_ms, std::string* error) {
 }
 
 void Server::handle(TcpWire& wire) {
+  wire.socket().set_deadline_ms(timeout_ms_);
   std::vector<uint8_t> body = wire.expect(FrameType::Hello);
   Hello h = decode_hello(body.data(), body.size());
   if (h.version != kWireVersion || !tokens_equal(h.token, token_)) {
@@ -198,8 +206,13 @@ void Server::handle(TcpWire& wire) {
   BodyWriter w;
   w.str(describe_host());
   wire.send_control(FrameType::Welcome, w.bytes());
+  wire.socket().clear_deadline();
   for (;;) {
+    // Between tests a client may sit idle (a notebook cell not yet run): wait longer for the next
+    // SETUP than for a reply inside a test. Within a test the normal timeout applies again.
+    wire.socket().set_timeout(std::max(timeout_ms_, kIdleBetweenTestsMs));
     FrameHeader hdr = wire.recv_header();
+    wire.socket().set_timeout(timeout_ms_);
     // Check the type before allocating: a DATA header may claim up to 1 GiB.
     if (hdr.type == static_cast<uint16_t>(FrameType::Data))
       throw_protocol("unexpected DATA frame between tests");

@@ -58,6 +58,17 @@ void Socket::set_timeout(int timeout_ms) {
   set_timeouts(fd_, timeout_ms);
 }
 
+void Socket::set_deadline_ms(int ms) {
+  has_deadline_ = true;
+  deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+}
+
+void Socket::clear_deadline() {
+  if (!has_deadline_) return;
+  has_deadline_ = false;
+  set_timeouts(fd_, timeout_ms_);
+}
+
 void Socket::shutdown_both() { ::shutdown(fd_, SHUT_RDWR); }
 
 std::string Socket::peer_name() const {
@@ -158,6 +169,11 @@ void Socket::recv_all(void* p, size_t n) {
       r = ::recv(fd_, c, n, MSG_DONTWAIT);
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     } else {
+      if (has_deadline_) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - std::chrono::steady_clock::now());
+        if (left.count() <= 0) throw_io("recv", ETIMEDOUT, timeout_ms_);
+        set_timeouts(fd_, static_cast<int>(std::min<long long>(left.count(), timeout_ms_)));
+      }
       r = ::recv(fd_, c, n, 0);
     }
     if (r == 0)

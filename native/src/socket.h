@@ -2,6 +2,7 @@
 // SO_SNDTIMEO keep the hot path at one system call per send or receive; a timeout becomes
 // Error(PeerTimeout), an orderly close or reset becomes Error(PeerClosed).
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -19,6 +20,10 @@ class Socket {
 
   void set_timeout(int timeout_ms);
   int timeout_ms() const { return timeout_ms_; }
+  // Until cleared, every receive must finish before now + ms in total, however the peer trickles
+  // its bytes (a per-call timeout alone lets one byte per timeout hold the server forever).
+  void set_deadline_ms(int ms);
+  void clear_deadline();
   void send_all(const void* p, size_t n);
   // Sends a then b with one sendmsg where possible (header and payload in one segment).
   void send_two(const void* a, size_t na, const void* b, size_t nb);
@@ -30,6 +35,8 @@ class Socket {
  private:
   int fd_;
   int timeout_ms_;
+  bool has_deadline_ = false;
+  std::chrono::steady_clock::time_point deadline_{};
 };
 
 class Listener {
