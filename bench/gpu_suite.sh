@@ -41,6 +41,7 @@ if has record; then
   step "record datasets"
   mkdir -p "$R/recorded"
   $PY bench/record_h200.py "$R/recorded" 2>&1 | tail -30
+  $PY bench/diag_peer.py > "$R/recorded/diag_peer.json" 2> "$R/diag_peer.txt"; cat "$R/diag_peer.txt"
   [ -f bench/capture_sysfs.py ] && $PY bench/capture_sysfs.py "$R/sysfs-h200" 2>&1 | tail -3
   $PY -m gdrlab doctor --json > "$R/doctor.json" 2> "$R/doctor.err"
   $PY -m gdrlab topo --json > "$R/topo.json" 2> "$R/topo.err"
@@ -55,7 +56,8 @@ fi
 
 if has extra; then
   step "extra"
-  [ -x bench/gpu_memcheck.sh ] && timeout 300 bash bench/gpu_memcheck.sh "$R" 2>&1 | tail -10
+  PYTHON=$PY timeout 240 bash bench/gpu_memcheck.sh tests/test_engine_gpu.py -m gpu > "$R/memcheck.txt" 2>&1
+  echo "memcheck exit $?"; tail -15 "$R/memcheck.txt"
   [ -x bench/gpu_multi.sh ] && timeout 300 bash bench/gpu_multi.sh "$R" 2>&1 | tail -10
 fi
 
