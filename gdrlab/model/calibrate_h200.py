@@ -69,7 +69,9 @@ def load_recorded(directory: Path | str = RECORDED_DIR) -> tuple[list[dict], dic
     for path in recorded_files(directory):
         doc = json.loads(path.read_text())
         shared_gpu = _one_gpu_local_peer(doc.get("provenance", {}))
-        rows = [r for r in doc.get("rows", []) if "size" in r and row_target(r) is not None]
+        # Rows tagged with local_peer come from the peer-placement diagnosis (the same sizes
+        # measured with the peer as a process and as a thread): not calibration data.
+        rows = [r for r in doc.get("rows", []) if "size" in r and "local_peer" not in r and row_target(r) is not None]
         for r in rows:
             r["_file"] = path.name
             if shared_gpu and str(r.get("path")) in _GPU_PATHS:
