@@ -37,6 +37,18 @@ def md(text: str, grade_id: str | None = None):
     return cell
 
 
+def with_svg(cell, name: str, svg: str, alt: str):
+    """Show an SVG drawing where ``{name}`` stands in a markdown cell's text.
+
+    JupyterLab's sanitizer removes inline <svg> from markdown; an <img> whose source is the SVG
+    as a base64 data URL is kept, and renders in JupyterLab, VS Code and nbviewer alike."""
+    import base64
+
+    data = base64.b64encode(svg.strip().encode()).decode()
+    cell.source = cell.source.replace("{" + name + "}", f'<img alt="{alt}" src="data:image/svg+xml;base64,{data}"/>')
+    return cell
+
+
 def code(text: str, grade_id: str | None = None):
     """A code cell learners run as is. With ``grade_id`` it is locked."""
     cell = new_code_cell(_src(text))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import textwrap
 
-from scripts.labs._nb import code, md, solution, tests
+from scripts.labs._nb import code, md, solution, tests, with_svg
 
 LAB = "04-crossover"
 
@@ -63,10 +63,10 @@ def cells() -> list:
         QUICK = quick_mode()
         print("quick mode:", QUICK, "| GPU here:", engine.cuda_status()["usable"])
         """),
-        md(textwrap.dedent("""
+        with_svg(md(textwrap.dedent("""
         ## 1. The ways a GPU buffer leaves the node
 
-        """) + _PATHS_SVG + textwrap.dedent("""
+        {paths.svg}
 
         | path | copies on the sender | what wins it |
         |---|---|---|
@@ -75,7 +75,7 @@ def cells() -> list:
         | `pipelined` | `shared` in chunks over several buffers | large messages: copy and wire overlap |
         | `gdr` | none: the NIC reads GPU memory | small messages: no copy launch at all |
         | `gdrcopy` | CPU copy through BAR1 instead of `cudaMemcpy` | tiny messages when GDR is not available |
-        """)),
+        """)), "paths.svg", _PATHS_SVG, "the transfer paths, drawn as boxes and copies"),
         md("""
         ## 2. Measure: staged, shared, pipelined over the tcp wire
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import textwrap
 
-from scripts.labs._nb import code, md, solution, tests
+from scripts.labs._nb import code, md, solution, tests, with_svg
 
 LAB = "05-topology"
 
@@ -65,7 +65,7 @@ def cells() -> list:
 
         QUICK = quick_mode()
         """),
-        md(textwrap.dedent("""
+        with_svg(md(textwrap.dedent("""
         ## 1. The codes
 
         `nvidia-smi topo -m` (and `gdrlab topo`) labels every pair of devices by the farthest thing
@@ -83,7 +83,9 @@ def cells() -> list:
         | `NV#` | # NVLinks (GPU to GPU) | |
 
         A small made-up machine, to fix the picture:
-        """) + _TREE_SVG),
+
+        {tree.svg}
+        """)), "tree.svg", _TREE_SVG, "a made-up two-socket PCIe tree with GPUs and NICs"),
         md("""
         ## 2. This machine's tree
 
