@@ -342,8 +342,12 @@ class _null:
 
 def crossover_explorer(profile: str = "kepler-snb-2013"):
     """Profile, placement and chunk-size controls over :func:`crossover_figure` (a FigureWidget
-    redrawn on every change). In quick mode: the static figure only."""
-    if quick_mode():
+    redrawn on every change). Under the autograder (NBGRADER_EXECUTION set): the static figure
+    only. Quick mode keeps the controls: they only redraw the model, start no thread, and are
+    what a learner (and the browser test) drives."""
+    import os
+
+    if os.environ.get("NBGRADER_EXECUTION"):
         return crossover_figure(profile)
     import ipywidgets as w
     import plotly.graph_objects as go
