@@ -75,10 +75,11 @@ def test_nbgrader_metadata_is_consistent(path):
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=IDS)
-def test_notebooks_say_nothing_about_how_they_were_made(path):
+def test_notebooks_hold_no_machine_paths(path):
+    # A notebook that names a folder of the machine it was written on breaks on every other one.
     text = path.read_text(encoding="utf-8")
-    for word in ("/work/", "claude", "chatgpt", "language model"):
-        assert word not in text.lower(), f"{word!r} appears in {path.name}"
+    found = re.findall(r"(?<![\w.])/(?:root|home|tmp|work)/[\w./-]*", text)
+    assert not found, f"{path.name} names machine paths: {found[:3]}"
 
 
 def test_committed_notebooks_match_their_generators():
