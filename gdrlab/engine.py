@@ -315,6 +315,21 @@ def summarize(samples_s: np.ndarray, bytes_per_sample: float) -> dict:
     }
 
 
+def result_columns(lat: dict | None, bw: dict | None, verified: bool, path: str, chunk: int, depth: int) -> dict:
+    """The measured columns of a bench row (CLI contract), from :func:`summarize` results; NaN for
+    a half that was not measured. Shared by every wire."""
+    return {
+        "lat_min_us": lat["min_us"] if lat else np.nan,
+        "lat_p50_us": lat["p50_us"] if lat else np.nan,
+        "lat_p99_us": lat["p99_us"] if lat else np.nan,
+        "lat_mean_us": lat["mean_us"] if lat else np.nan,
+        "bw_gbps": bw["gbps"] if bw else np.nan,
+        "verified": verified,
+        "chunk": chunk if path == "pipelined" else np.nan,
+        "depth": depth if path == "pipelined" else np.nan,
+    }
+
+
 def _auto_counts(size: int) -> tuple[int, int, int]:
     """(latency iterations, bandwidth window, bandwidth repetitions) that keep each size near a
     fraction of a second on a PCIe 5 machine and still give a median over many samples."""
@@ -430,16 +445,7 @@ def bench(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, 
                 samples.setdefault(size, {})["bw_gbps"] = nbytes / np.asarray(s) / 1e9
                 if mode == "bw":
                     row["iters"] = n_bw
-            row.update({
-                "lat_min_us": lat["min_us"] if lat else np.nan,
-                "lat_p50_us": lat["p50_us"] if lat else np.nan,
-                "lat_p99_us": lat["p99_us"] if lat else np.nan,
-                "lat_mean_us": lat["mean_us"] if lat else np.nan,
-                "bw_gbps": bw["gbps"] if bw else np.nan,
-                "verified": verified,
-                "chunk": chunk if path == "pipelined" else np.nan,
-                "depth": depth if path == "pipelined" else np.nan,
-            })
+            row.update(result_columns(lat, bw, verified, path, chunk, depth))
             rows.append(row)
             if progress is not None:
                 progress(i + 1, len(size_list), row)

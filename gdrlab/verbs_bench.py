@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .engine import (LocalPeer, ProgressFn, _auto_counts, _parse_peer, _provenance, cuda_status, native,
+from .engine import (LocalPeer, ProgressFn, _auto_counts, result_columns, _parse_peer, _provenance, cuda_status, native,
                      summarize)
 from .errors import InvalidArgument, Unavailable
 from .units import parse_sizes
@@ -128,16 +128,7 @@ def bench_verbs(path: str = "gdr", sizes: Any = "8:1M", iters: int | None = None
                 verified &= bool(ok)
                 if mode == "bw":
                     row["iters"] = n_bw
-            row.update({
-                "lat_min_us": lat["min_us"] if lat else np.nan,
-                "lat_p50_us": lat["p50_us"] if lat else np.nan,
-                "lat_p99_us": lat["p99_us"] if lat else np.nan,
-                "lat_mean_us": lat["mean_us"] if lat else np.nan,
-                "bw_gbps": bw["gbps"] if bw else np.nan,
-                "verified": verified,
-                "chunk": chunk if path == "pipelined" else np.nan,
-                "depth": depth if path == "pipelined" else np.nan,
-            })
+            row.update(result_columns(lat, bw, verified, path, chunk, depth))
             rows.append(row)
             if progress is not None:
                 progress(i + 1, len(size_list), row)
