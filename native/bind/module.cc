@@ -8,6 +8,7 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include "common.h"
 #include "buffer.h"
 #include "copybench.h"
 #include "devinfo.h"
@@ -17,6 +18,8 @@
 #include "session.h"
 
 namespace nb = nanobind;
+using gdrlab_bind::make_spec;
+using gdrlab_bind::samples_array;
 using namespace nb::literals;
 
 void bind_verbs(nb::module_& m);  // bind/verbs.cc
@@ -36,14 +39,6 @@ CopyDir dir_from(const std::string& s) {
   if (s == "d2h") return CopyDir::D2H;
   if (s == "d2d") return CopyDir::D2D;
   throw_invalid("unknown copy direction '" + s + "'; valid: h2d, d2h, d2d");
-}
-
-using Samples = nb::ndarray<nb::numpy, double, nb::ndim<1>>;
-
-Samples to_array(std::vector<double>&& v) {
-  auto* heap = new std::vector<double>(std::move(v));
-  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<double>*>(p); });
-  return Samples(heap->data(), {heap->size()}, owner);
 }
 
 nb::bytes header_bytes(uint32_t magic, uint16_t version, uint16_t type, uint32_t seq, uint32_t length) {
@@ -98,17 +93,14 @@ NB_MODULE(_native, m) {
            [](Client& c, const std::string& path, int mode, uint64_t size, uint32_t iters, uint32_t warmup,
               uint32_t window, uint64_t chunk, uint32_t depth, uint32_t device, uint64_t seed, Buffer* buffer,
               size_t offset) {
-             TestSpec s;
-             s.path = static_cast<uint8_t>(path_from_name(path));
-             s.mode = static_cast<uint8_t>(mode);
-             s.size = size; s.iters = iters; s.warmup = warmup; s.window = window;
-             s.chunk = chunk; s.depth = depth; s.device = device; s.seed = seed;
+             TestSpec s = make_spec(static_cast<uint8_t>(path_from_name(path)), mode, size, iters, warmup, window, chunk, depth,
+                                    device, seed);
              RunResult r;
              {
                nb::gil_scoped_release release;
                r = c.run(s, buffer, offset);
              }
-             return std::make_tuple(to_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified);
+             return std::make_tuple(samples_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified);
            },
            "path"_a, "mode"_a, "size"_a, "iters"_a, "warmup"_a, "window"_a, "chunk"_a, "depth"_a,
            "device"_a, "seed"_a, "buffer"_a = nb::none(), "offset"_a = 0)
@@ -136,7 +128,7 @@ NB_MODULE(_native, m) {
           nb::gil_scoped_release release;
           v = copy_samples(dir_from(dir), size, iters, warmup, kind_from(host_kind), device);
         }
-        return to_array(std::move(v));
+        return samples_array(std::move(v));
       }, "direction"_a, "size"_a, "iters"_a, "warmup"_a, "host_kind"_a, "device"_a);
 
   m.def("peer_samples", [](int src, int dst, size_t size, int iters, int warmup, bool peer, bool bidir) {
@@ -145,7 +137,7 @@ NB_MODULE(_native, m) {
           nb::gil_scoped_release release;
           v = peer_samples(src, dst, size, iters, warmup, peer, bidir);
         }
-        return to_array(std::move(v));
+        return samples_array(std::move(v));
       }, "src"_a, "dst"_a, "size"_a, "iters"_a, "warmup"_a, "peer_access"_a, "bidirectional"_a);
   m.def("can_access_peer", &can_access_peer, "a"_a, "b"_a);
 
@@ -205,11 +197,8 @@ NB_MODULE(_native, m) {
   });
   m.def("encode_spec", [](const std::string& path, int mode, uint64_t size, uint32_t iters, uint32_t warmup,
                           uint32_t window, uint64_t chunk, uint32_t depth, uint32_t device, uint64_t seed) {
-    TestSpec s;
-    s.path = static_cast<uint8_t>(path_from_name(path));
-    s.mode = static_cast<uint8_t>(mode);
-    s.size = size; s.iters = iters; s.warmup = warmup; s.window = window;
-    s.chunk = chunk; s.depth = depth; s.device = device; s.seed = seed;
+    TestSpec s = make_spec(static_cast<uint8_t>(path_from_name(path)), mode, size, iters, warmup, window, chunk, depth,
+                           device, seed);
     return vec_bytes(encode_spec(s));
   });
   bind_verbs(m);

@@ -11,6 +11,7 @@
 
 #include <cstring>
 
+#include "common.h"
 #include "buffer.h"
 #include "error.h"
 #include "verbs_api.h"
@@ -19,6 +20,8 @@
 #include "verbs_session.h"
 
 namespace nb = nanobind;
+using gdrlab_bind::make_spec;
+using gdrlab_bind::samples_array;
 using namespace nb::literals;
 using namespace gdrlab;
 
@@ -124,14 +127,6 @@ nb::dict attrs_dict(const QpAttrs& q) {
   ah["flow_label"] = a.ah_attr.grh.flow_label;
   d["ah_attr"] = ah;
   return d;
-}
-
-using Samples = nb::ndarray<nb::numpy, double, nb::ndim<1>>;
-
-Samples samples_array(std::vector<double>&& v) {
-  auto* heap = new std::vector<double>(std::move(v));
-  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<double>*>(p); });
-  return Samples(heap->data(), {heap->size()}, owner);
 }
 
 GpuRegistration registration_from(const std::string& s) {
@@ -243,11 +238,8 @@ void bind_verbs(nb::module_& m) {
            [](VerbsClient& c, const std::string& path, int mode, uint64_t size, uint32_t iters, uint32_t warmup,
               uint32_t window, uint64_t chunk, uint32_t depth, uint32_t device, uint64_t seed, Buffer* buffer,
               size_t offset) {
-             TestSpec s;
-             s.path = static_cast<uint8_t>(verbs_path_from_name(path));
-             s.mode = static_cast<uint8_t>(mode);
-             s.size = size; s.iters = iters; s.warmup = warmup; s.window = window;
-             s.chunk = chunk; s.depth = depth; s.device = device; s.seed = seed;
+             TestSpec s = make_spec(static_cast<uint8_t>(verbs_path_from_name(path)), mode, size, iters, warmup, window, chunk, depth,
+                                    device, seed);
              VerbsRunResult r;
              {
                nb::gil_scoped_release release;

@@ -23,31 +23,37 @@ Path path_from_code(uint8_t code) {
 
 bool path_needs_gpu(Path p) { return p != Path::Host; }
 
-PathEndpoint::PathEndpoint(const PathConfig& cfg, Buffer* user, size_t offset) : cfg_(cfg), offset_(offset) {
-  if (cfg_.size == 0) throw_invalid("message size must be at least 1 byte");
-  if (cfg_.size > kMaxDataBytes)
-    throw_invalid("message size " + std::to_string(cfg_.size) + " exceeds the tcp wire's maximum of " +
+void check_endpoint(const char* wire, const char* path, bool gpu, bool pipelined, size_t size, size_t* chunk,
+                    int depth, const Buffer* user, size_t offset, const char* gpu_paths) {
+  if (size == 0) throw_invalid("message size must be at least 1 byte");
+  if (size > kMaxDataBytes)
+    throw_invalid("message size " + std::to_string(size) + " exceeds the " + wire + " wire's maximum of " +
                   std::to_string(kMaxDataBytes) + " bytes (1 GiB)");
-  const bool gpu = path_needs_gpu(cfg_.path);
   if (gpu) {
     std::string why;
-    if (!cuda_usable(&why))
-      throw_unavailable(std::string("path '") + path_name(cfg_.path) + "' needs a GPU: " + why);
+    if (!cuda_usable(&why)) throw_unavailable(std::string("path '") + path + "' needs a GPU: " + why);
   }
-  if (cfg_.path == Path::Pipelined) {
-    if (cfg_.chunk == 0) throw_invalid("pipelined chunk size must be at least 1 byte");
-    if (cfg_.depth < 1 || cfg_.depth > 64) throw_invalid("pipelined depth must be between 1 and 64 buffers");
-    if (cfg_.chunk > cfg_.size) cfg_.chunk = cfg_.size;
+  if (pipelined) {
+    if (*chunk == 0) throw_invalid("pipelined chunk size must be at least 1 byte");
+    if (depth < 1 || depth > 64) throw_invalid("pipelined depth must be between 1 and 64 buffers");
+    if (*chunk > size) *chunk = size;
   }
+  if (!user) return;
+  if (gpu && user->kind() != MemKind::Device)
+    throw_invalid(std::string("path '") + path + "' moves GPU memory, but the buffer is " + mem_kind_name(user->kind()) +
+                  " host memory");
+  if (!gpu && user->kind() == MemKind::Device)
+    throw_invalid(std::string("path 'host' moves host memory, but the buffer is GPU memory; use ") + gpu_paths);
+  if (offset > user->size() || size > user->size() - offset)
+    throw_invalid("message of " + std::to_string(size) + " bytes at offset " + std::to_string(offset) +
+                  " does not fit the " + std::to_string(user->size()) + "-byte buffer");
+}
+
+PathEndpoint::PathEndpoint(const PathConfig& cfg, Buffer* user, size_t offset) : cfg_(cfg), offset_(offset) {
+  const bool gpu = path_needs_gpu(cfg_.path);
+  check_endpoint("tcp", path_name(cfg_.path), gpu, cfg_.path == Path::Pipelined, cfg_.size, &cfg_.chunk, cfg_.depth,
+                 user, offset, "staged, shared or pipelined");
   if (user) {
-    if (gpu && user->kind() != MemKind::Device)
-      throw_invalid(std::string("path '") + path_name(cfg_.path) + "' moves GPU memory, but the buffer is " +
-                    mem_kind_name(user->kind()) + " host memory");
-    if (!gpu && user->kind() == MemKind::Device)
-      throw_invalid("path 'host' moves host memory, but the buffer is GPU memory; use staged, shared or pipelined");
-    if (offset > user->size() || cfg_.size > user->size() - offset)
-      throw_invalid("message of " + std::to_string(cfg_.size) + " bytes at offset " + std::to_string(offset) +
-                    " does not fit the " + std::to_string(user->size()) + "-byte buffer");
     user_ = user;
   } else {
     own_user_ = std::make_unique<Buffer>(gpu ? MemKind::Device : MemKind::Pageable, cfg_.size + offset, cfg_.device);

@@ -24,6 +24,13 @@ Path path_from_name(const std::string& name);  // throws InvalidArgument listing
 Path path_from_code(uint8_t code);             // throws Protocol for an unknown code
 bool path_needs_gpu(Path p);
 
+// Checks every wire's endpoints share, in this order: message size (1 byte to 1 GiB), a usable
+// GPU for a GPU path, the pipeline's chunk and depth (chunk clamped to the message; pipelined
+// only), and that a caller's buffer is of the kind the path moves and holds the message.
+// `path` and `gpu_paths` (the wire's GPU paths, for the hint) name things in the error text.
+void check_endpoint(const char* wire, const char* path, bool gpu, bool pipelined, size_t size, size_t* chunk,
+                    int depth, const Buffer* user, size_t offset, const char* gpu_paths);
+
 struct PathConfig {
   Path path = Path::Host;
   size_t size = 0;

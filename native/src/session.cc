@@ -1,6 +1,5 @@
 #include "session.h"
 
-#include <chrono>
 
 #include "error.h"
 #include "verbs_session.h"
@@ -8,12 +7,7 @@
 namespace gdrlab {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr int kIdleBetweenTestsMs = 300 * 1000;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 PathConfig config_of(const TestSpec& s) {
   PathConfig c;
@@ -25,14 +19,7 @@ PathConfig config_of(const TestSpec& s) {
   return c;
 }
 
-void check_spec(const TestSpec& s) {
-  if (s.mode > static_cast<uint8_t>(Mode::Verify)) throw_protocol("unknown test mode " + std::to_string(s.mode));
-  if (s.size == 0) throw_invalid("message size must be at least 1 byte");
-  if (s.size > kMaxDataBytes)
-    throw_invalid("message size " + std::to_string(s.size) + " exceeds the tcp wire's maximum of 1 GiB");
-  if (s.window == 0 || s.window > 4096) throw_invalid("window must be between 1 and 4096 messages");
-  if (uint64_t(s.iters) + s.warmup > 10000000ull) throw_invalid("too many iterations (at most 10,000,000)");
-}
+void check_spec(const TestSpec& s) { check_spec_common(s, "tcp"); }
 
 std::string describe_host() {
   std::string why;
@@ -113,29 +100,8 @@ RunResult Client::run(const TestSpec& spec, Buffer* user, size_t offset) {
     w.send_control(FrameType::Setup, encode_spec(spec));
     w.expect(FrameType::Ready);
     RunResult res;
-    const uint32_t total = spec.warmup + spec.iters;
-    const Mode mode = static_cast<Mode>(spec.mode);
-    if (mode == Mode::Latency) {
-      res.samples_s.reserve(spec.iters);
-      res.bytes_per_sample = static_cast<double>(spec.size);
-      for (uint32_t i = 0; i < total; ++i) {
-        auto t0 = Clock::now();
-        ep.send(w);
-        ep.recv(w);
-        double dt = seconds_since(t0);
-        if (i >= spec.warmup) res.samples_s.push_back(dt / 2);
-      }
-    } else if (mode == Mode::Bandwidth) {
-      res.samples_s.reserve(spec.iters);
-      res.bytes_per_sample = static_cast<double>(spec.size) * spec.window;
-      for (uint32_t i = 0; i < total; ++i) {
-        auto t0 = Clock::now();
-        for (uint32_t k = 0; k < spec.window; ++k) ep.send(w);
-        w.expect(FrameType::Ack);
-        double dt = seconds_since(t0);
-        if (i >= spec.warmup) res.samples_s.push_back(dt);
-      }
-    }
+    measure(spec, [&] { ep.send(w); }, [&] { ep.recv(w); }, [&] { w.expect(FrameType::Ack); }, &res.samples_s,
+            &res.bytes_per_sample);
     ep.user().fill_pattern(spec.seed, ep.offset(), spec.size);
     ep.send(w);
     std::vector<uint8_t> verdict = w.expect(FrameType::Verdict);
@@ -247,19 +213,7 @@ void Server::run_test(TcpWire& wire, const TestSpec& spec) {
     return;
   }
   wire.send_control(FrameType::Ready);
-  const uint32_t total = spec.warmup + spec.iters;
-  const Mode mode = static_cast<Mode>(spec.mode);
-  if (mode == Mode::Latency) {
-    for (uint32_t i = 0; i < total; ++i) {
-      ep->recv(wire);
-      ep->send(wire);
-    }
-  } else if (mode == Mode::Bandwidth) {
-    for (uint32_t i = 0; i < total; ++i) {
-      for (uint32_t k = 0; k < spec.window; ++k) ep->recv(wire);
-      wire.send_control(FrameType::Ack);
-    }
-  }
+  answer(spec, [&] { ep->send(wire); }, [&] { ep->recv(wire); }, [&] { wire.send_control(FrameType::Ack); });
   ep->recv(wire);
   int64_t bad = ep->user().check_pattern(spec.seed, 0, spec.size);
   BodyWriter v;

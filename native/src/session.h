@@ -17,11 +17,10 @@
 #include "frame.h"
 #include "paths.h"
 #include "socket.h"
+#include "timing.h"
 #include "wire_tcp.h"
 
 namespace gdrlab {
-
-enum class Mode : uint8_t { Latency = 0, Bandwidth = 1, Verify = 2 };
 
 struct RunResult {
   std::vector<double> samples_s;  // one per timed iteration

@@ -5,6 +5,7 @@
 
 #include "error.h"
 #include "frame.h"
+#include "paths.h"
 
 namespace gdrlab {
 
@@ -26,29 +27,13 @@ VerbsPath verbs_path_from_code(uint8_t code) {
 VerbsEndpoint::VerbsEndpoint(const VerbsPathConfig& cfg, std::shared_ptr<ProtectionDomain> pd, RcLink& link,
                              Buffer* user, size_t offset)
     : cfg_(cfg), pd_(std::move(pd)), link_(link), offset_(offset) {
-  if (cfg_.size == 0) throw_invalid("message size must be at least 1 byte");
-  if (cfg_.size > kMaxDataBytes)
-    throw_invalid("message size " + std::to_string(cfg_.size) + " exceeds the largest message of 1 GiB");
   const bool gpu = cfg_.path != VerbsPath::Host;
-  if (gpu) {
-    std::string why;
-    if (!cuda_usable(&why))
-      throw_unavailable(std::string("path '") + verbs_path_name(cfg_.path) + "' needs a GPU: " + why);
-  }
-  if (cfg_.path == VerbsPath::Pipelined) {
-    if (cfg_.chunk == 0) throw_invalid("pipelined chunk size must be at least 1 byte");
-    if (cfg_.depth < 1 || cfg_.depth > 64) throw_invalid("pipelined depth must be between 1 and 64 buffers");
-    if (cfg_.chunk > cfg_.size) cfg_.chunk = cfg_.size;
-    if ((cfg_.size + cfg_.chunk - 1) / cfg_.chunk > kImmIndexMask) throw_invalid("too many chunks per message");
-  }
+  const bool pipelined = cfg_.path == VerbsPath::Pipelined;
+  check_endpoint("verbs", verbs_path_name(cfg_.path), gpu, pipelined, cfg_.size, &cfg_.chunk, cfg_.depth, user, offset,
+                 "gdr, staged, shared or pipelined");
+  if (pipelined && (cfg_.size + cfg_.chunk - 1) / cfg_.chunk > kImmIndexMask)
+    throw_invalid("too many chunks per message");
   if (user) {
-    if (gpu && user->kind() != MemKind::Device)
-      throw_invalid(std::string("path '") + verbs_path_name(cfg_.path) + "' moves GPU memory, but the buffer is host memory");
-    if (!gpu && user->kind() == MemKind::Device)
-      throw_invalid("path 'host' moves host memory, but the buffer is GPU memory; use gdr, staged, shared or pipelined");
-    if (offset > user->size() || cfg_.size > user->size() - offset)
-      throw_invalid("message of " + std::to_string(cfg_.size) + " bytes at offset " + std::to_string(offset) +
-                    " does not fit the " + std::to_string(user->size()) + "-byte buffer");
     user_ = user;
   } else {
     size_t alloc = cfg_.size + offset;

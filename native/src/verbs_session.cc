@@ -1,6 +1,5 @@
 #include "verbs_session.h"
 
-#include <chrono>
 #include <cstdlib>
 
 #include "error.h"
@@ -8,18 +7,9 @@
 namespace gdrlab {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 void check_verbs_spec(const TestSpec& s) {
   verbs_path_from_code(s.path);
-  if (s.mode > static_cast<uint8_t>(Mode::Verify)) throw_protocol("unknown test mode " + std::to_string(s.mode));
-  if (s.size == 0) throw_invalid("message size must be at least 1 byte");
-  if (s.size > kMaxDataBytes)
-    throw_invalid("message size " + std::to_string(s.size) + " exceeds the largest message of 1 GiB");
-  if (s.window == 0 || s.window > 4096) throw_invalid("window must be between 1 and 4096 messages");
-  if (uint64_t(s.iters) + s.warmup > 10000000ull) throw_invalid("too many iterations (at most 10,000,000)");
+  check_spec_common(s, "verbs");
 }
 
 VerbsPathConfig config_of(const TestSpec& s, const VerbsSelection& sel) {
@@ -109,19 +99,7 @@ void verbs_serve(TcpWire& wire, const std::vector<uint8_t>& body, int) {
   w.str(ep->mechanism());
   wire.send_control(FrameType::Connect, w.bytes());
 
-  const uint32_t total = spec.warmup + spec.iters;
-  const Mode mode = static_cast<Mode>(spec.mode);
-  if (mode == Mode::Latency) {
-    for (uint32_t i = 0; i < total; ++i) {
-      ep->recv();
-      ep->send();
-    }
-  } else if (mode == Mode::Bandwidth) {
-    for (uint32_t i = 0; i < total; ++i) {
-      for (uint32_t k = 0; k < spec.window; ++k) ep->recv();
-      ep->send_ack();
-    }
-  }
+  answer(spec, [&] { ep->send(); }, [&] { ep->recv(); }, [&] { ep->send_ack(); });
   ep->recv();
   ep->flush_gpu_writes();
   int64_t bad = ep->user().check_pattern(spec.seed, 0, spec.size);
@@ -177,29 +155,8 @@ VerbsRunResult VerbsClient::run(const TestSpec& spec, Buffer* user, size_t offse
     link.connect(remote);
     res.path_mtu = choose_path_mtu(link.active_mtu(), remote.mtu);
 
-    const uint32_t total = spec.warmup + spec.iters;
-    const Mode mode = static_cast<Mode>(spec.mode);
-    if (mode == Mode::Latency) {
-      res.samples_s.reserve(spec.iters);
-      res.bytes_per_sample = static_cast<double>(spec.size);
-      for (uint32_t i = 0; i < total; ++i) {
-        auto t0 = Clock::now();
-        ep.send();
-        ep.recv();
-        double dt = seconds_since(t0);
-        if (i >= spec.warmup) res.samples_s.push_back(dt / 2);
-      }
-    } else if (mode == Mode::Bandwidth) {
-      res.samples_s.reserve(spec.iters);
-      res.bytes_per_sample = static_cast<double>(spec.size) * spec.window;
-      for (uint32_t i = 0; i < total; ++i) {
-        auto t0 = Clock::now();
-        for (uint32_t k = 0; k < spec.window; ++k) ep.send();
-        ep.expect_ack();
-        double dt = seconds_since(t0);
-        if (i >= spec.warmup) res.samples_s.push_back(dt);
-      }
-    }
+    measure(spec, [&] { ep.send(); }, [&] { ep.recv(); }, [&] { ep.expect_ack(); }, &res.samples_s,
+            &res.bytes_per_sample);
     ep.user().fill_pattern(spec.seed, ep.offset(), spec.size);
     ep.send(true);
     std::vector<uint8_t> verdict = w->expect(FrameType::Verdict);
