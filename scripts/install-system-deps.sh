@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install the Debian/Ubuntu packages that `make test` needs (and `make lab` uses where present).
+# .ci/run, the container recipes and README all use this one list.
+#   scripts/install-system-deps.sh            install everything (needs root, or sudo)
+#   scripts/install-system-deps.sh --print    print the package list, install nothing
+#
+#   g++ cmake make python3-venv   build the engine in a virtual environment
+#   clang libclang-rt-dev         the libFuzzer targets: on Debian 12 libFuzzer
+#                                 (libclang_rt.fuzzer-x86_64.a) is in libclang-rt-14-dev, which
+#                                 clang only recommends; libclang-rt-dev pulls the one matching
+#                                 the default clang, and libclang-rt-14-dev is named for bookworm
+#   chromium                      the browser test of the labs in JupyterLab
+#   openmpi-bin libopenmpi-dev openssh-client   the two-rank `mpirun` test
+#   libibverbs1 libibverbs-dev    the "library present, no RDMA device" case and the verbs ABI check
+set -euo pipefail
+PACKAGES=(g++ cmake make python3-venv clang libclang-rt-dev chromium
+          openmpi-bin libopenmpi-dev openssh-client libibverbs1 libibverbs-dev)
+# Debian 12 (bookworm): name the package that owns libclang_rt.fuzzer explicitly as well.
+if [ -r /etc/os-release ] && grep -q 'VERSION_CODENAME=bookworm' /etc/os-release; then
+  PACKAGES+=(libclang-rt-14-dev)
+fi
+if [ "${1:-}" = "--print" ]; then
+  printf '%s\n' "${PACKAGES[@]}"
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-system-deps.sh: run as root or install sudo" >&2; exit 2; }
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >/dev/null
+echo "install-system-deps.sh: installed ${PACKAGES[*]}"
