@@ -7,9 +7,11 @@ from ``sys/class/infiniband/*/device``. NUMA locality is each device's ``numa_no
 from __future__ import annotations
 
 import socket as _socket
+import warnings
 from pathlib import Path
 
 from ..hw.sysfs import check_root, numa_cpus, pci_devices, rdma_devices, read_text
+from ._check import PciTreeWarning, check_pci_tree, format_problems
 from ._topo import Topology
 from ._tree import Node, assign_bridge_roles, parse_cpulist
 
@@ -68,8 +70,12 @@ def from_sysfs(root="/", nvlinks: dict | None = None) -> Topology:
                                     vendor_id=info.get("vendor_id"), device_id=info.get("device_id"),
                                     class_id=(cls >> 8) if cls is not None else None))
                 n.attrs["sysfs"] = info
+                if kind == "bridge":
+                    n.attrs["bus_range"] = _bridge_range(r, bus)
                 pci_nodes[bus] = n
             parent = n
+    for name, hb in hostbridges.items():
+        hb.attrs["bus_range"] = _root_range(name, hb)
     # NUMA locality of a host bridge: what its devices report (all share one).
     for hb in hostbridges.values():
         nodes = {n.attrs["sysfs"].get("numa_node") for n in hb.walk() if n.kind in ("bridge", "device")}
@@ -122,8 +128,31 @@ def from_sysfs(root="/", nvlinks: dict | None = None) -> Topology:
             links[(names[a], names[b])] = int(count)
     source = (f"live sysfs of host {machine.label}" if live
               else f"recorded sysfs tree {r.name} ({r})")
+    problems = check_pci_tree(machine)
+    if problems:
+        warnings.warn(PciTreeWarning(f"{r}: {format_problems(problems)}"), stacklevel=2)
     return Topology(machine, devices, source=source, provenance="live" if live else "recorded",
-                    nvlinks=links, cpus_by_numa=node_cpus, nvlink_note=note)
+                    nvlinks=links, cpus_by_numa=node_cpus, nvlink_note=note, pci_problems=problems)
+
+
+def _bridge_range(root: Path, bus_id: str) -> tuple[int, int, int] | None:
+    """(domain, secondary, subordinate) from the bridge's sysfs files; None where not recorded."""
+    d = root / "sys/bus/pci/devices" / bus_id
+    sec, sub = read_text(d / "secondary_bus_number"), read_text(d / "subordinate_bus_number")
+    try:
+        return int(bus_id.split(":")[0], 16), int(sec or ""), int(sub or "")
+    except ValueError:
+        return None
+
+
+def _root_range(name: str, hb: Node) -> tuple[int, int, int] | None:
+    """``pci0000:80``: domain 0, root bus 0x80; the highest bus below it is the subordinate."""
+    try:
+        dom, bus = (int(x, 16) for x in name.removeprefix("pci").split(":"))
+    except ValueError:
+        return None
+    below = [int(n.bus_id.split(":")[1], 16) for n in hb.walk() if n.bus_id and n.bus_id.count(":") == 2]
+    return dom, bus, max(below + [bus])
 
 
 def _device(name: str, kind: str, n: Node, single_numa: int | None) -> dict:
