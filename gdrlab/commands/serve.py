@@ -16,7 +16,7 @@ from ..errors import InvalidArgument
 from ._common import add_json_flag
 
 MIN_TOKEN_CHARS = 16  # off loopback: 16 random characters resist guessing far longer than a session
-MAX_TOKEN_BYTES = 1024  # the engine's HELLO frame carries the token; real tokens are far shorter
+MAX_TOKEN_BYTES = 256  # the engine's limit for the token in its HELLO frame
 DEFAULT_MAX_CLIENTS = 64
 
 
@@ -111,8 +111,10 @@ def parse_listen(listen: str) -> tuple[str, int]:
         if ":" in host:
             raise InvalidArgument(f"--listen {listen!r}: an IPv6 address goes in brackets, e.g. [::]:{port} "
                                   f"(every address) or [::1]:{port} (loopback)")
-    if not sep or not host or not port.isascii() or not port.isdigit() or int(port) > 65535:
-        raise InvalidArgument(f"--listen must be HOST:PORT with a port 0-65535, got {listen!r}")
+    if not sep or not host or not port.isascii() or not port.isdigit():
+        raise InvalidArgument(f"--listen must be HOST:PORT, got {listen!r}")
+    if int(port) > 65535:
+        raise InvalidArgument(f"--listen {listen!r}: port {int(port)} is out of range (0-65535)")
     return host, int(port)
 
 
