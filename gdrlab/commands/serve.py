@@ -128,9 +128,10 @@ def is_loopback(host: str) -> bool:
         return False  # a host name: it may resolve anywhere
 
 
-def resolve_token(args, loopback: bool) -> tuple[str, list[str], str | None]:
+def resolve_token(args, host: str) -> tuple[str, list[str], str | None]:
     """(token, warnings, generated token or None) from --token-file, --gen-token, --token or
     $GDRLAB_TOKEN; one clear line for a token that cannot be used."""
+    loopback = is_loopback(host)
     warnings: list[str] = []
     generated = None
     if args.gen_token:
@@ -161,9 +162,9 @@ def resolve_token(args, loopback: bool) -> tuple[str, list[str], str | None]:
         raise InvalidArgument(f"{where}: a token of more than {MAX_TOKEN_BYTES} bytes is refused")
     if not loopback and len(token) < MIN_TOKEN_CHARS:
         got = "none" if not token else f"{len(token)} characters"
-        raise InvalidArgument(f"listening beyond this machine needs a token of at least {MIN_TOKEN_CHARS} "
-                              f"characters from --token-file or $GDRLAB_TOKEN (got {got} from {where}); "
-                              "--gen-token makes one")
+        raise InvalidArgument(f"listening on {host} (beyond this machine) requires a token of at least "
+                              f"{MIN_TOKEN_CHARS} characters from --token-file or $GDRLAB_TOKEN (got {got} "
+                              f"from {where}); --gen-token makes one")
     return token, warnings, generated
 
 
@@ -174,7 +175,7 @@ def run(args) -> int:
     host, port = parse_listen(args.listen)
     if not 0 < args.timeout <= 86400:  # also refuses NaN
         raise InvalidArgument(f"--timeout must be between 0 and 86400 seconds, got {args.timeout!r}")
-    token, warnings, generated = resolve_token(args, is_loopback(host))
+    token, warnings, generated = resolve_token(args, host)
     notes = []
     if args.max_clients != DEFAULT_MAX_CLIENTS:
         notes.append("--max-clients is checked but not yet enforced: this server serves one client at a time")
