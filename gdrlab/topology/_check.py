@@ -81,8 +81,8 @@ def check_pci_tree(tree) -> list[dict]:
     -------
     list of dict
         One per problem, the bus-numbering ones first: ``rule`` (``duplicate-address``,
-        ``secondary-bus``, ``bus-range``, ``nesting``, ``overlap``, ``one-device-per-link``), ``where`` (the PCI address or host bridge at fault) and
-        ``message`` (one sentence).
+        ``secondary-bus``, ``bus-range``, ``nesting``, ``overlap``, ``one-device-per-link``),
+        ``where`` (the PCI address or host bridge at fault) and ``message`` (one sentence).
     """
     root = getattr(tree, "root", tree)
     ranges = _ranges(root)
