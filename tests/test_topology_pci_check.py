@@ -121,3 +121,13 @@ def test_sysfs_child_bridge_on_its_parents_bus(tmp_path):
     with pytest.warns(PciTreeWarning):
         topo = from_sysfs(tmp_path)
     assert any(p["rule"] == "nesting" and p["where"] == "0000:05:00.1" for p in topo.pci_problems)
+
+
+def test_sysfs_domain_hosted_by_a_device_is_not_flagged(tmp_path):
+    """Intel VMD: a storage-class endpoint on bus 00 hosts PCI domain 10000 with its own bus
+    numbers; the functions below it follow that domain's numbering, not the host bridge's."""
+    t = gpu_nic_same_switch(tmp_path)
+    t.pci("0000:00:0e.0", "pci0000:00", cls=0x010400, vendor=0x8086, device=0x467F)
+    t.pci("10000:e0:06.0", "0000:00:0e.0", cls=BRIDGE_CLASS, vendor=0x8086)
+    t.pci("10000:e1:00.0", "10000:e0:06.0", cls=0x010802, vendor=0x144D)  # an NVMe drive
+    assert _quiet(from_sysfs, tmp_path).pci_problems == []

@@ -123,6 +123,8 @@ def _check_function(n: Node, ranges: dict, add) -> None:
         return
     anc = n.parent
     while anc is not None and id(anc) not in ranges:
+        if anc.kind not in ("bridge", "hostbridge"):
+            return  # below a device that hosts its own PCI domain (Intel VMD): its numbering is its own
         anc = anc.parent
     if anc is None:
         return

@@ -151,7 +151,8 @@ def _root_range(name: str, hb: Node) -> tuple[int, int, int] | None:
         dom, bus = (int(x, 16) for x in name.removeprefix("pci").split(":"))
     except ValueError:
         return None
-    below = [int(n.bus_id.split(":")[1], 16) for n in hb.walk() if n.bus_id and n.bus_id.count(":") == 2]
+    below = [int(n.bus_id.split(":")[1], 16) for n in hb.walk()
+             if n.bus_id and n.bus_id.count(":") == 2 and int(n.bus_id.split(":")[0], 16) == dom]
     return dom, bus, max(below + [bus])
 
 
