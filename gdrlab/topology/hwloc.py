@@ -176,14 +176,15 @@ class _Builder:
         raw = el.get(key)
         if raw is None:
             return default
-        if not raw.strip().isdigit() or len(raw) > 10:
+        text = raw.strip()
+        if not (text.isascii() and text.isdigit()) or len(text) > 10:
             raise self.bad(el, key, "is not a non-negative integer")
-        return int(raw)
+        return int(text)
 
     def osdev_is(self, el: ET.Element, want: str) -> bool:
         raw = el.get("osdev_type")
         sub = (el.get("subtype") or "").lower()
-        t = self.integer(el, "osdev_type", -1) if raw is not None and raw.strip().isdigit() else -1
+        t = self.integer(el, "osdev_type", -1) if raw is not None and raw.strip().isdecimal() else -1
         if self.major >= 3:
             bit = _OSDEV3_GPU if want == "gpu" else _OSDEV3_OPENFABRICS
             return t >= 0 and bool(t & bit)
