@@ -130,6 +130,7 @@ def test_token_on_the_command_line_is_not_warned_on_loopback():
 def test_token_file_serves_and_keeps_the_secret_off_the_command_line(tmp_path):
     f = tmp_path / "token"
     f.write_text(GOOD_TOKEN + "\n")  # a trailing newline, as `echo > file` writes it
+    f.chmod(0o600)
     proc, doc = _start(["--listen", "0.0.0.0:0", "--token-file", str(f), "--announce", "--timeout", "2"])
     try:
         assert "warnings" not in doc
@@ -137,6 +138,15 @@ def test_token_file_serves_and_keeps_the_secret_off_the_command_line(tmp_path):
         assert _served(doc["port"], GOOD_TOKEN)
     finally:
         _stop(proc)
+
+
+def test_token_file_readable_by_others_is_warned(tmp_path):
+    f = tmp_path / "token"
+    f.write_text(GOOD_TOKEN)
+    f.chmod(0o644)
+    proc, doc = _start(["--listen", "0.0.0.0:0", "--token-file", str(f), "--json"])
+    _stop(proc)
+    assert any("chmod 600" in w for w in doc["warnings"]), doc
 
 
 def test_generated_token_is_strong_printed_once_and_works():

@@ -142,6 +142,8 @@ def resolve_token(args, host: str) -> tuple[str, list[str], str | None]:
         try:
             with open(path, "rb") as f:
                 raw = f.read(MAX_TOKEN_BYTES + 2)
+                if not loopback and os.fstat(f.fileno()).st_mode & 0o077:
+                    warnings.append(f"--token-file {path} can be read by other users: chmod 600 {path}")
         except OSError as exc:
             raise InvalidArgument(f"--token-file {path}: {exc.strerror}") from None
         try:
