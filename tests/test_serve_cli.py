@@ -182,8 +182,7 @@ def test_listen_errors_give_a_hint(args, pattern):
 
 
 @pytest.mark.parametrize("args,pattern", [
-    (["--device", "-5"], "argument --device: a GPU ordinal is 0 or more, got -5"),
-    (["--device", "one"], "argument --device: not a GPU ordinal"),
+    (["--device", "one"], "argument --device: invalid int value"),
     (["--max-clients", "0"], "argument --max-clients: must be between 1 and 4096"),
     (["--max-pinned", "lots"], "argument --max-pinned: not a size"),
     (["--token", GOOD_TOKEN, "--token-file", "f"], "not allowed with argument"),
@@ -191,6 +190,11 @@ def test_listen_errors_give_a_hint(args, pattern):
 def test_usage_errors_name_the_flag(args, pattern):
     rc, _, lines = _serve(args)
     assert rc == 2 and pattern in lines[-1], lines
+
+
+def test_negative_device_is_one_line():
+    rc, _, lines = _serve(["--device", "-5"])
+    _one_line(rc, lines, "--device must be a GPU ordinal (0 or more), got -5")
 
 
 def test_unenforced_limits_say_so():

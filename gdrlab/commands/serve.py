@@ -36,7 +36,7 @@ def add_parser(sub):
     tok.add_argument("--token", default=None,
                      help="the shared secret on the command line: visible to every user in `ps`; "
                           "prefer --token-file or $GDRLAB_TOKEN")
-    p.add_argument("--device", type=_device, default=0, metavar="N", help="GPU used for GPU paths (default 0)")
+    p.add_argument("--device", type=int, default=0, metavar="N", help="GPU used for GPU paths (default 0)")
     p.add_argument("--max-clients", type=_max_clients, default=DEFAULT_MAX_CLIENTS, metavar="N",
                    help=f"clients served at once (default {DEFAULT_MAX_CLIENTS}; checked, not yet enforced: "
                         "this server serves one client at a time)")
@@ -51,17 +51,6 @@ def add_parser(sub):
 
 
 # --------------------------------------------------------------------------- argument checks
-def _device(text: str) -> int:
-    import argparse
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a GPU ordinal: {_printable(text)}") from None
-    if not 0 <= value < 1024:
-        raise argparse.ArgumentTypeError(f"a GPU ordinal is 0 or more, got {value}")
-    return value
-
-
 def _max_clients(text: str) -> int:
     import argparse
     try:
@@ -175,6 +164,8 @@ def run(args) -> int:
     from ..engine import native
 
     host, port = parse_listen(args.listen)
+    if not 0 <= args.device < 1024:
+        raise InvalidArgument(f"--device must be a GPU ordinal (0 or more), got {args.device}")
     if not 0 < args.timeout <= 86400:  # also refuses NaN
         raise InvalidArgument(f"--timeout must be between 0 and 86400 seconds, got {args.timeout!r}")
     token, warnings, generated = resolve_token(args, host)
