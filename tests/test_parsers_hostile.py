@@ -208,3 +208,12 @@ def test_invalid_utf8_in_the_file_is_one_line(tmp_path):
     path = tmp_path / "bytes.xml"
     path.write_bytes(DGX2.encode().replace(b"NVIDIA", b"\xff\xfe", 1))
     _refused(path, r"bytes\.xml is not well-formed")
+
+
+def test_nccl_parse_escapes_control_characters_from_the_log(tmp_path, run_cli):
+    log = tmp_path / "escapes.log"
+    log.write_text("h:1:1 [0] NCCL WARN bad \x1b[31mred\x07 thing\r\n")
+    r = run_cli("nccl", "parse", log, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout
+    assert "bad \\x1b[31mred\\x07 thing" in r.stdout
