@@ -15,7 +15,7 @@ import sys
 from ..errors import InvalidArgument
 from ._common import add_json_flag
 
-MIN_TOKEN_CHARS = 16  # off loopback: 16 random characters resist guessing far longer than a session
+MIN_TOKEN_CHARS = 16  # off loopback; 16 random hex digits are 64 bits, out of reach of online guessing
 MAX_TOKEN_BYTES = 256  # the engine's limit for the token in its HELLO frame
 DEFAULT_MAX_CLIENTS = 64
 
