@@ -217,3 +217,10 @@ def test_nccl_parse_escapes_control_characters_from_the_log(tmp_path, run_cli):
     assert r.returncode == 0, r.stderr
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout
     assert "bad \\x1b[31mred\\x07 thing" in r.stdout
+
+
+def test_oversized_file_is_refused_before_reading(tmp_path):
+    path = tmp_path / "huge.xml"
+    with open(path, "wb") as f:
+        f.truncate(65 * MB)  # sparse: nothing is written, and nothing may be read
+    _refused(path, r"huge\.xml: \d+ bytes is larger than any hwloc export")

@@ -34,7 +34,7 @@ _HEX_WORD = re.compile(r"(?:0[xX])?[0-9a-fA-F]{1,8}")
 # The deepest real export nests about a dozen objects; a PCIe hierarchy cannot be deeper than
 # its 256 bus numbers. Deeper input is not an hwloc export, and the drawing code recurses.
 MAX_DEPTH = 300
-MAX_BYTES = 256 * 1024 * 1024
+MAX_BYTES = 64 * 1024 * 1024  # the largest real exports (thousands of PUs) are a few MB
 
 
 def recorded_machines() -> dict[str, Path]:
