@@ -12,6 +12,9 @@ from pathlib import Path
 
 from ._common import add_json_flag, table
 
+# Log text is shown as data: control characters (escape codes, carriage returns) are escaped so a
+# crafted log cannot drive the terminal; str.translate keeps a 10 MB line linear.
+_ESCAPE_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c != 0x09}
 RESULT_COLUMNS = ["size", "iters", "time_us", "algbw_gbps", "busbw_gbps", "verified"]
 RUN_COLUMNS = ["name", "transport", "time_size", "time_us", "busbw_size", "busbw_gbps", "generation"]
 
@@ -68,7 +71,7 @@ def _print_parsed(parsed: dict, explain_lines: list[str]) -> None:
     ver = parsed["version"] or "unknown version"
     print(f"NCCL {ver}, {parsed['nranks'] or '?'} ranks, {parsed['nnodes'] or '?'} node(s)")
     for line in explain_lines:
-        print("  " + line)
+        print("  " + line.translate(_ESCAPE_CONTROLS))
     if parsed["results"]:
         print()
         print(_fmt(parsed["results"], ["op", "size", "time_us", "algbw_gbps", "busbw_gbps"]))

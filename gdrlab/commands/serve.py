@@ -1,22 +1,47 @@
-"""``gdrlab serve``: the remote side of ``gdrlab bench``."""
+"""``gdrlab serve``: the remote side of ``gdrlab bench``.
+
+The shared token comes from ``--token-file FILE`` or ``$GDRLAB_TOKEN`` (neither shows in ``ps``);
+``--token`` still works but is warned about off loopback, where a token must also be at least
+16 characters; ``--gen-token`` makes a strong one and prints it once.
+"""
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import secrets
 import sys
 
+from ..errors import InvalidArgument
 from ._common import add_json_flag
+
+MIN_TOKEN_CHARS = 16  # off loopback; 16 random hex digits are 64 bits, out of reach of online guessing
+MAX_TOKEN_BYTES = 256  # the engine's limit for the token in its HELLO frame
+DEFAULT_MAX_CLIENTS = 64
 
 
 def add_parser(sub):
     p = sub.add_parser(
         "serve", help="serve bench clients (the remote side of `gdrlab bench --peer`)",
-        description="Accept `gdrlab bench --peer HOST:PORT` clients one at a time. Listens on "
-                    "127.0.0.1 by default; any other address requires a token (--token or $GDRLAB_TOKEN).")
+        description="Accept `gdrlab bench --peer HOST:PORT` clients one at a time. Listens on 127.0.0.1 by "
+                    "default; any other address requires a token of at least 16 characters, from "
+                    "--token-file or $GDRLAB_TOKEN (--gen-token makes one).")
     p.add_argument("--listen", default="127.0.0.1:18515", metavar="HOST:PORT",
-                   help="address to listen on (default 127.0.0.1:18515; port 0 picks a free port)")
-    p.add_argument("--token", default=None, help="shared secret clients must present (default $GDRLAB_TOKEN)")
-    p.add_argument("--device", type=int, default=0, help="GPU used for GPU paths (default 0)")
+                   help="address to listen on (default 127.0.0.1:18515; IPv6 as [::]:PORT; port 0 picks a free port)")
+    tok = p.add_mutually_exclusive_group()
+    tok.add_argument("--token-file", metavar="FILE", default=None,
+                     help="read the shared secret clients must present from FILE (default: $GDRLAB_TOKEN)")
+    tok.add_argument("--gen-token", action="store_true",
+                     help="generate a strong token and print it once (give it to clients as GDRLAB_TOKEN)")
+    tok.add_argument("--token", default=None,
+                     help="the shared secret on the command line: visible to every user in `ps`; "
+                          "prefer --token-file or $GDRLAB_TOKEN")
+    p.add_argument("--device", type=int, default=0, metavar="N", help="GPU used for GPU paths (default 0)")
+    p.add_argument("--max-clients", type=_max_clients, default=DEFAULT_MAX_CLIENTS, metavar="N",
+                   help=f"clients served at once (default {DEFAULT_MAX_CLIENTS}; checked, not yet enforced: "
+                        "this server serves one client at a time)")
+    p.add_argument("--max-pinned", type=_size, default=None, metavar="BYTES",
+                   help="pinned host memory budget, e.g. 16G (checked, not yet enforced)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds any blocking call may wait (default 10)")
     p.add_argument("--once", action="store_true", help="serve one client, then exit")
     p.add_argument("--announce", action="store_true",
@@ -25,25 +50,160 @@ def add_parser(sub):
     return p
 
 
-def run(args) -> int:
-    from ..engine import _check_timeout, _parse_peer, native
+# --------------------------------------------------------------------------- argument checks
+def _max_clients(text: str) -> int:
+    import argparse
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {_printable(text)}") from None
+    if not 1 <= value <= 4096:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 4096, got {value}")
+    return value
 
-    host, port = _parse_peer(args.listen)
-    _check_timeout(args.timeout)
-    token = args.token if args.token is not None else os.environ.get("GDRLAB_TOKEN", "")
+
+def _size(text: str) -> int:
+    import argparse
+
+    from ..units import parse_size
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(_printable(str(exc))) from None
+
+
+def _printable(text: str, limit: int = 200) -> str:
+    """``text`` safe for one terminal line: non-ASCII, undecodable bytes and control characters
+    (newlines, escape codes) escaped; cut at ``limit`` characters."""
+    shown = text.encode("unicode_escape").decode("ascii")
+    return shown if len(shown) <= limit else shown[:limit] + f"... ({len(text)} characters)"
+
+
+def _utf8(text: str, what: str) -> str:
+    """Command-line and environment text arrive with undecodable bytes as surrogates: refuse them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{what} is not valid UTF-8 text ({_printable(text)})") from None
+    return text
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``[IPv6]:PORT`` -> (host, port), with one clear line for anything else."""
+    listen = _utf8(listen, "--listen")
+    if listen.startswith("["):
+        host, sep, port = listen[1:].partition("]:")
+        if not sep:
+            raise InvalidArgument(f"--listen {listen!r}: an IPv6 address is written [ADDRESS]:PORT, e.g. [::]:18515")
+    else:
+        host, sep, port = listen.rpartition(":")
+        if ":" in host:
+            raise InvalidArgument(f"--listen {listen!r}: an IPv6 address goes in brackets, e.g. [::]:{port} "
+                                  f"(every address) or [::1]:{port} (loopback)")
+    if not sep or not host or not port.isascii() or not port.isdigit():
+        raise InvalidArgument(f"--listen must be HOST:PORT, got {listen!r}")
+    if int(port) > 65535:
+        raise InvalidArgument(f"--listen {listen!r}: port {int(port)} is out of range (0-65535)")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Only this machine can connect: 127.0.0.0/8, ::1 or ``localhost``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve anywhere
+
+
+def resolve_token(args, host: str) -> tuple[str, list[str], str | None]:
+    """(token, warnings, generated token or None) from --token-file, --gen-token, --token or
+    $GDRLAB_TOKEN; one clear line for a token that cannot be used."""
+    loopback = is_loopback(host)
+    warnings: list[str] = []
+    generated = None
+    if args.gen_token:
+        token = generated = secrets.token_urlsafe(24)  # 192 random bits, 32 characters
+        where = "--gen-token"
+    elif args.token_file is not None:
+        path = _utf8(args.token_file, "--token-file")
+        try:
+            with open(path, "rb") as f:
+                raw = f.read(MAX_TOKEN_BYTES + 2)
+                if not loopback and os.fstat(f.fileno()).st_mode & 0o077:
+                    warnings.append(f"--token-file {path} can be read by other users: chmod 600 {path}")
+        except OSError as exc:
+            raise InvalidArgument(f"--token-file {path}: {exc.strerror}") from None
+        try:
+            token = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise InvalidArgument(f"--token-file {path}: the token is not valid UTF-8 text") from None
+        where = f"--token-file {path}"
+    elif args.token is not None:
+        token = _utf8(args.token, "--token")
+        where = "--token"
+        if not loopback:
+            warnings.append("--token puts the secret on the command line, where every user of this machine "
+                            "can read it (ps, /proc/PID/cmdline): use --token-file FILE or $GDRLAB_TOKEN")
+    else:
+        token = _utf8(os.environ.get("GDRLAB_TOKEN", ""), "$GDRLAB_TOKEN")
+        where = "$GDRLAB_TOKEN"
+    if len(token.encode("utf-8")) > MAX_TOKEN_BYTES:
+        raise InvalidArgument(f"{where}: a token of more than {MAX_TOKEN_BYTES} bytes is refused")
+    if not loopback and len(token) < MIN_TOKEN_CHARS:
+        got = "none" if not token else f"{len(token)} characters"
+        raise InvalidArgument(f"listening on {host} (beyond this machine) requires a token of at least "
+                              f"{MIN_TOKEN_CHARS} characters from --token-file or $GDRLAB_TOKEN (got {got} "
+                              f"from {where}); --gen-token makes one")
+    return token, warnings, generated
+
+
+# --------------------------------------------------------------------------- the command
+def run(args) -> int:
+    from ..engine import native
+
+    host, port = parse_listen(args.listen)
+    if not 0 <= args.device < 1024:
+        raise InvalidArgument(f"--device must be a GPU ordinal (0 or more), got {args.device}")
+    if not 0 < args.timeout <= 86400:  # also refuses NaN
+        raise InvalidArgument(f"--timeout must be between 0 and 86400 seconds, got {args.timeout!r}")
+    token, warnings, generated = resolve_token(args, host)
+    notes = []
+    if args.max_clients != DEFAULT_MAX_CLIENTS:
+        notes.append("--max-clients is checked but not yet enforced: this server serves one client at a time")
+    if args.max_pinned is not None:
+        notes.append("--max-pinned is checked but not yet enforced: no memory budget is applied yet")
     server = native().Server(host, port, token, int(args.timeout * 1000))
     if args.announce or args.json:
-        print(json.dumps({"port": server.port, "host": host}), flush=True)
-    else:
+        doc: dict = {"port": server.port, "host": host}
+        if generated:
+            doc["token"] = generated
+        if warnings or notes:
+            doc.update(warnings=warnings, notes=notes)
+        print(json.dumps(doc), flush=True)
+    if not args.json or sys.stderr.isatty():
+        for line in warnings + notes:
+            print(f"gdrlab serve: warning: {line}", file=sys.stderr, flush=True)
+    if not args.json:
+        if generated and not args.announce:
+            print(f"gdrlab serve: generated token (shown once; clients set GDRLAB_TOKEN to it): {generated}",
+                  file=sys.stderr, flush=True)
         print(f"gdrlab serve: listening on {host}:{server.port}" + (" (token required)" if token else ""),
               file=sys.stderr, flush=True)
-    failures = 0
+    return _serve(server, args.once)
+
+
+def _serve(server, once: bool) -> int:
     while True:
-        came, error = server.serve_one(500)  # wake twice a second so Ctrl-C works
+        try:
+            came, error = server.serve_one(500)  # wake twice a second so Ctrl-C works
+        except UnicodeDecodeError:
+            # the session is over; only the client's error text could not become a str
+            came, error = True, "an error whose text is not UTF-8"
         if not came:
             continue
         if error:
-            failures += 1
-            print(f"gdrlab serve: client ended with {error}", file=sys.stderr, flush=True)
-        if args.once:
+            print(f"gdrlab serve: client ended with {_printable(error, 300)}", file=sys.stderr, flush=True)
+        if once:
             return 1 if error else 0

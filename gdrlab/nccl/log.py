@@ -19,24 +19,28 @@ _RECORDED_PROVENANCE = {
     "software": "NCCL 2.28.9+cuda13.0 through PyTorch torch.distributed, 2 ranks", "date": "2026-11",
 }
 
-_PREFIX = re.compile(r"(?:(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?"
-                     r"NCCL (?P<level>INFO|WARN|TRACE) (?P<msg>.*)$")
+# Every pattern below runs in time linear in the line: each is anchored (``match`` at the start of
+# the message, or led by a literal that cannot recur inside what follows it), and every quantifier
+# is followed by a character its class excludes, so a failed attempt gives back at most one run
+# and is never retried from a later start inside that run. Open-ended tails ("via X", "Using
+# network X") are cut with string methods, not lazy quantifiers.
+_LEVEL = re.compile(r"NCCL (INFO|WARN|TRACE) ")
 _VIA = re.compile(r"Channel (?P<ch>\d+)(?:/(?P<conn>\d+))? : "
                   r"(?P<src>\d+)\[[0-9a-fA-Fx]+\] -> (?P<dst>\d+)\[[0-9a-fA-Fx]+\]"
-                  r"(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$")
+                  r"(?: \[(?P<dir>send|receive)\])? via ")
 _VERSION = re.compile(r"NCCL version (\S+)")
 _DRIVER = re.compile(r"cudaDriverVersion (\d+)")
 _RANK = re.compile(r"ncclCommInitRank\w* comm (?P<comm>\S+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) "
                    r"cudaDev (?P<dev>\d+)"
                    r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<bus>[0-9a-fA-F]+)")
 _NODES = re.compile(r"comm \S+ rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+)")
-_ENV = re.compile(r"(NCCL_\w+) set by environment to (\S+?)\.?$")
+_ENV = re.compile(r"(NCCL_\w+) set by environment to ")
 _RINGS = re.compile(r"Connected all rings, use ring PXN (\d+) GDR (\d+)")
-_NETWORK = re.compile(r"Using network (.+?)\s*$")
-_TOPO_PATH = re.compile(r"^(GPU/[\w-]+) :(.*)$")
+_NETWORK = "Using network "
+_TOPO_PATH = re.compile(r"(GPU/[\w-]+) :")
 _TOPO_HOP = re.compile(r"(GPU/[\w-]+) \((\d+)/([\d.]+)/(\w+)\)")
 _GRAPH = re.compile(r"Pattern (\d+), crossNic (\d+), nChannels (\d+), bw ([\d.]+)/([\d.]+), type (\w+)/(\w+)")
-_RESULT = re.compile(r"^\s*(?P<op>[a-z_]+)\s+(?P<size>\d+) B\s+(?P<time>[\d.]+) us\s+algbw\s+(?P<alg>[\d.]+) GB/s"
+_RESULT = re.compile(r"\s*(?P<op>[a-z_]+)\s+(?P<size>\d+) B\s+(?P<time>[\d.]+) us\s+algbw\s+(?P<alg>[\d.]+) GB/s"
                      r"\s+busbw\s+(?P<bus>[\d.]+) GB/s")
 
 _ENV_MEANING = {
@@ -63,9 +67,8 @@ _REASONS = [
      "this rdma-core's libmlx5 has no {0}: no dma-buf registration through mlx5 direct verbs"),
     (re.compile(r"P2P is disabled between connected GPUs (\d+) and (\d+)"),
      "peer access impossible between GPUs {0} and {1}: no P2P transport between them"),
-    (re.compile(r"Using network (.+?)\s*$"),
-     "network transport for traffic between nodes (and within a node when P2P and SHM are off): {0}"),
 ]
+_NETWORK_MEANING = "network transport for traffic between nodes (and within a node when P2P and SHM are off): {0}"
 
 
 def classify_via(via: str) -> dict:
@@ -90,14 +93,38 @@ def classify_via(via: str) -> dict:
     return out
 
 
+_HOST_RUN = re.compile(r"[^\s:]*")
+
+
+def _prefix(before: str) -> tuple[str, int | None]:
+    """(host, cuda device) from the ``host:pid:tid [dev] `` that ends the text before ``NCCL INFO``;
+    ("", None) when it is absent. String methods only: a 10 MB token costs one pass."""
+    if not before.endswith("] "):
+        return "", None
+    ids, bracket, dev = before[:-2].rpartition(" [")
+    rest, colon1, tid = ids.rpartition(":")
+    rest, colon2, pid = rest.rpartition(":")
+    host = _HOST_RUN.match(rest[::-1])[0][::-1]  # the run without whitespace or ':' ending ``rest``
+    if not (bracket and colon1 and colon2 and host and dev.isdecimal() and tid.isdecimal()
+            and pid.isdecimal()):
+        return "", None
+    return host, int(dev)
+
+
 def _messages(text: str) -> Iterable[tuple[int | None, str, str, str]]:
     """(rank or cuda device, level, message, host) for every NCCL line."""
     for line in text.splitlines():
-        m = _PREFIX.search(line)
+        m = _LEVEL.search(line)
         if m:
-            dev = m.group("dev")
-            yield (int(dev) if dev is not None else None, m.group("level"), m.group("msg").rstrip(),
-                   m.group("host") or "")
+            host, dev = _prefix(line[:m.start()])
+            yield dev, m[1], line[m.end():].rstrip(), host
+
+
+def _env_value(rest: str) -> str | None:
+    """The value in ``NCCL_X set by environment to VALUE.``: one token, one trailing dot dropped."""
+    if not rest or rest.split(None, 1)[0] != rest:
+        return None
+    return rest[:-1] if rest.endswith(".") and len(rest) > 1 else rest
 
 
 _SOURCES = ("env", "topology", "net", "warning")
@@ -110,6 +137,36 @@ def _add_reason(reasons: dict, msg: str, meaning: str, who, source: str = "net")
     entry = reasons.setdefault(msg, {"message": msg, "meaning": meaning, "source": source, "ranks": []})
     if who is not None and who not in entry["ranks"]:
         entry["ranks"].append(who)
+
+
+def _read_fact(out: dict, ranks: dict, reasons: dict, body: str, who, host: str) -> None:
+    """One message that is not a connection line: header facts, environment, graphs, paths."""
+    if out["version"] is None and (m := _VERSION.match(body)):
+        out["version"] = m[1]
+    elif out["cuda_driver_version"] is None and (m := _DRIVER.match(body)):
+        out["cuda_driver_version"] = int(m[1])
+    elif (m := _RANK.match(body)):
+        r = int(m["rank"])
+        ranks.setdefault(r, {"rank": r, "nranks": int(m["nranks"]), "cuda_dev": int(m["dev"]),
+                             "nvml_dev": None if m["nvml"] is None else int(m["nvml"]), "bus_id": m["bus"],
+                             "host": host})
+        out["nranks"] = int(m["nranks"])
+    elif (m := _NODES.match(body)):
+        out["nnodes"] = int(m[3])
+    elif (m := _ENV.match(body)) and (value := _env_value(body[m.end():])) is not None:
+        out["env"][m[1]] = value
+        _add_reason(reasons, f"{m[1]}={value}", _ENV_MEANING.get(m[1], "set in the environment"), who, "env")
+    elif (m := _RINGS.match(body)):
+        out["ring_flags"] = {"PXN": int(m[1]), "GDR": int(m[2])}
+    elif (m := _GRAPH.match(body)):
+        graph = {"pattern": int(m[1]), "cross_nic": int(m[2]), "nchannels": int(m[3]), "bw_intra": float(m[4]),
+                 "bw_inter": float(m[5]), "type_intra": m[6], "type_inter": m[7]}
+        if graph not in out["graphs"]:
+            out["graphs"].append(graph)
+    elif (m := _TOPO_PATH.match(body)):
+        for dst, _hops, bw, kind in _TOPO_HOP.findall(body, m.end()):
+            if dst != m[1]:
+                out["topology"][f"{m[1]}->{dst}"] = {"type": kind, "bw_gbps": float(bw)}
 
 
 def parse_log(text: str) -> dict:
@@ -133,43 +190,22 @@ def parse_log(text: str) -> dict:
         if level == "WARN":
             out["warnings"].append(msg)
             _add_reason(reasons, msg, "NCCL warning", who, "warning")
-        if (m := _VIA.search(msg)):
-            conn = {"rank": who, "channel": int(m["ch"]), "conn": None if m["conn"] is None else int(m["conn"]),
-                    "src": int(m["src"]), "dst": int(m["dst"]), "direction": m["dir"], "via": m["via"]}
-            conn.update(classify_via(m["via"]))
-            out["connections"].append(conn)
-            continue
-        if out["version"] is None and (m := _VERSION.search(msg)):
-            out["version"] = m[1]
-        elif out["cuda_driver_version"] is None and (m := _DRIVER.search(msg)):
-            out["cuda_driver_version"] = int(m[1])
-        elif (m := _RANK.search(msg)):
-            r = int(m["rank"])
-            ranks.setdefault(r, {"rank": r, "nranks": int(m["nranks"]), "cuda_dev": int(m["dev"]),
-                                 "nvml_dev": None if m["nvml"] is None else int(m["nvml"]), "bus_id": m["bus"],
-                                 "host": host})
-            out["nranks"] = int(m["nranks"])
-        elif (m := _NODES.search(msg)):
-            out["nnodes"] = int(m[3])
-        elif (m := _ENV.search(msg)):
-            out["env"][m[1]] = m[2]
-            _add_reason(reasons, f"{m[1]}={m[2]}", _ENV_MEANING.get(m[1], "set in the environment"), who, "env")
-        elif (m := _RINGS.search(msg)):
-            out["ring_flags"] = {"PXN": int(m[1]), "GDR": int(m[2])}
-        elif (m := _GRAPH.search(msg)):
-            graph = {"pattern": int(m[1]), "cross_nic": int(m[2]), "nchannels": int(m[3]), "bw_intra": float(m[4]),
-                     "bw_inter": float(m[5]), "type_intra": m[6], "type_inter": m[7]}
-            if graph not in out["graphs"]:
-                out["graphs"].append(graph)
-        elif (m := _TOPO_PATH.search(msg.strip())):
-            for dst, _hops, bw, kind in _TOPO_HOP.findall(m[2]):
-                if dst != m[1]:
-                    out["topology"][f"{m[1]}->{dst}"] = {"type": kind, "bw_gbps": float(bw)}
-        if (m := _NETWORK.search(msg)):
-            out["network"] = m[1]
+        body = msg.lstrip()
+        if (m := _VIA.match(body)):
+            via = body[m.end():].strip()
+            if via:
+                conn = {"rank": who, "channel": int(m["ch"]), "conn": None if m["conn"] is None else int(m["conn"]),
+                        "src": int(m["src"]), "dst": int(m["dst"]), "direction": m["dir"], "via": via}
+                conn.update(classify_via(via))
+                out["connections"].append(conn)
+                continue
+        _read_fact(out, ranks, reasons, body, who, host)
         for pattern, meaning in _REASONS:
             if (m := pattern.search(msg)):
                 _add_reason(reasons, m[0].strip(), meaning.format(*m.groups()), who)
+        if (at := msg.find(_NETWORK)) >= 0 and (net := msg[at + len(_NETWORK):].strip()):
+            out["network"] = net
+            _add_reason(reasons, f"{_NETWORK}{net}", _NETWORK_MEANING.format(net), who)
     for line in text.splitlines():
         if "NCCL" not in line and (m := _RESULT.match(line)):
             out["results"].append({"op": m["op"], "size": int(m["size"]), "time_us": float(m["time"]),

@@ -55,11 +55,15 @@ class Topology:
         "recorded hwloc XML of machine nvidiaDGX2 (NVIDIA DGX-2H)".
     provenance : str
         "live" or "recorded".
+    pci_problems : list of dict
+        What :func:`gdrlab.topology.check_pci_tree` found wrong with the PCI tree (``[]`` for a
+        tree a real machine can have).
     """
 
     def __init__(self, root: Node, devices: list[tuple[dict, Node]], *, source: str,
                  provenance: str, nvlinks: dict[tuple[str, str], int] | None = None,
-                 cpus_by_numa: dict[int, list[int]] | None = None, nvlink_note: str = ""):
+                 cpus_by_numa: dict[int, list[int]] | None = None, nvlink_note: str = "",
+                 pci_problems: list[dict] | None = None):
         self.root = root
         self._nodes = {d["name"]: n for d, n in devices}
         self.devices = [d for d, _ in devices]
@@ -68,6 +72,7 @@ class Topology:
         self.nvlinks = dict(nvlinks or {})
         self.nvlink_note = nvlink_note
         self.cpus_by_numa = dict(cpus_by_numa or {})
+        self.pci_problems = list(pci_problems or [])
         for d in self.devices:
             node = d.get("numa_node")
             if d.get("cpus") is None and node is not None and node in self.cpus_by_numa:
@@ -180,6 +185,8 @@ class Topology:
             "nearest_nic": {g: self.nearest_nic(g) for g in self.gpus},
             "gdr": gdr,
             "numa": {g: self.numa_binding(g) for g in self.gpus},
+            "pci_problems": [dict(p) for p in self.pci_problems],
+            "warnings": [f"{p['where']}: {p['message']}" for p in self.pci_problems],
         }
 
     def __repr__(self) -> str:

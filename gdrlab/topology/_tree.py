@@ -53,9 +53,12 @@ class Node:
         return out
 
     def walk(self) -> Iterator["Node"]:
-        yield self
-        for c in self.children:
-            yield from c.walk()
+        """Self, then every descendant, depth first in child order (no recursion: any depth)."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
 
     def host_bridge(self) -> "Node | None":
         for a in self.ancestors():
@@ -84,22 +87,18 @@ def assign_bridge_roles(root: Node) -> None:
     switch's downstream ports. Every PCIe switch is built this way (one upstream port, an
     internal bus, downstream ports), so the alternation needs no config-space reads.
     """
-    next_id = [0]
-
-    def visit(node: Node) -> None:
-        for child in node.children:
-            if child.kind == "bridge":
-                p = node
-                if p.kind == "hostbridge" or (p.kind != "bridge" and p.kind != "device"):
-                    child.role, child.switch_id = "rootport", None
-                elif p.kind == "bridge" and p.role == "usp":
-                    child.role, child.switch_id = "dsp", p.switch_id
-                else:  # below a root port, a downstream port or (oddly) a device
-                    child.role, child.switch_id = "usp", next_id[0]
-                    next_id[0] += 1
-            visit(child)
-
-    visit(root)
+    next_id = 0
+    for child in root.walk():  # parents come before their children
+        p = child.parent
+        if child.kind != "bridge" or p is None:
+            continue
+        if p.kind not in ("bridge", "device"):  # below a host bridge (or a package/machine)
+            child.role, child.switch_id = "rootport", None
+        elif p.kind == "bridge" and p.role == "usp":
+            child.role, child.switch_id = "dsp", p.switch_id
+        else:  # below a root port, a downstream port or (oddly) a device
+            child.role, child.switch_id = "usp", next_id
+            next_id += 1
 
 
 def path_between(a: Node, b: Node) -> tuple[list[Node], Node]:

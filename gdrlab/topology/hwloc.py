@@ -8,63 +8,134 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
+from defusedxml import DefusedXmlException, DTDForbidden, EntitiesForbidden, ExternalReferenceForbidden
+from defusedxml.ElementTree import fromstring as _safe_fromstring
+
 from ..errors import InvalidArgument
+from ._check import PciTreeWarning, check_pci_tree, format_problems
 from ._topo import Topology
 from ._tree import Node, assign_bridge_roles
 
-__all__ = ["from_hwloc", "parse_bitmap"]
+__all__ = ["from_hwloc", "parse_bitmap", "recorded_machines"]
 
+_DATA = Path(__file__).resolve().parent.parent / "data" / "hwloc"
 # hwloc 3 stores osdev_type as a bit mask; hwloc 1.x/2.x as an enum.
 _OSDEV3_GPU, _OSDEV3_OPENFABRICS = 1 << 2, 1 << 5
 _OSDEV2_GPU, _OSDEV2_OPENFABRICS = 1, 3
-_PCI_TYPE = re.compile(r"^([0-9a-fA-F]{4})\s+\[([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\]")
+_PCI_TYPE = re.compile(r"([0-9a-fA-F]{4}) +\[([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\]")
+_BUSID = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+_BRIDGE_PCI = re.compile(r"([0-9a-fA-F]{4,8}):\[([0-9a-fA-F]{2})-([0-9a-fA-F]{2})\]")
+_HEX_WORD = re.compile(r"(?:0[xX])?[0-9a-fA-F]{1,8}")
+# The deepest real export nests about a dozen objects; a PCIe hierarchy cannot be deeper than
+# its 256 bus numbers. Deeper input is not an hwloc export, and the drawing code recurses.
+MAX_DEPTH = 300
+MAX_BYTES = 64 * 1024 * 1024  # the largest real exports (thousands of PUs) are a few MB
+
+
+def recorded_machines() -> dict[str, Path]:
+    """Shipped hwloc XML exports: name -> path (see ``gdrlab/data/hwloc/README.md``).
+
+    ``nvidiaDGX2`` (16 V100 on NVSwitch, PLX switches, two sockets; the export has no NICs)
+    and ``power8gpudistances`` (IBM POWER8 with 4 NVLink-attached P100) are real machines from
+    hwloc's test suite (BSD-3-Clause). ``32em64t-2n8c2t-pci-normalio``, where it is still
+    shipped, is a hand-edited hwloc test fixture, not a real machine: it fails
+    :func:`check_pci_tree` and loading it warns.
+    """
+    return {p.stem: p for p in sorted(_DATA.glob("*.xml"))}
 
 
 def parse_bitmap(text: str | None) -> list[int]:
-    """An hwloc bitmap (``"0x00000303,0x03030000,,0x03030303"``) to the list of set bits."""
+    """An hwloc bitmap (``"0x00000303,0x03030000,,0x03030303"``) to the sorted list of set bits.
+
+    Words are 32-bit hexadecimal, most significant first; an empty word is zero; a leading
+    ``0xf...f`` (hwloc's "all higher bits set") is read as zero. Linear in the text's length.
+    Raises ValueError for anything else.
+    """
     if not text:
         return []
     words = text.strip().split(",")
-    value = 0
-    for w in words:
+    values = np.zeros(len(words), dtype="<u4")
+    for i, w in enumerate(reversed(words)):  # least significant word first
         w = w.strip()
-        if w.lower().startswith("0xf...f"):
-            w = "0x0"  # infinitely-set prefix: meaningless for real hardware
-        value = (value << 32) | (int(w, 16) if w else 0)
-    return [i for i in range(value.bit_length()) if value >> i & 1]
+        if not w or (i == len(words) - 1 and w.lower().startswith("0xf...f")):
+            continue
+        if not _HEX_WORD.fullmatch(w):
+            shown = w if len(w) <= 20 else w[:20] + "..."
+            raise ValueError(f"{shown!r} is not a 32-bit hexadecimal word")
+        values[i] = int(w, 16)
+    bits = np.unpackbits(values.view(np.uint8), bitorder="little")
+    return np.flatnonzero(bits).tolist()
+
+
+def _shown(value: str, limit: int = 40) -> str:
+    return repr(value if len(value) <= limit else value[:limit] + "...")
+
+
+def _resolve(path_or_text) -> tuple[bytes | str, str, str]:
+    """(XML bytes or text, name for messages, machine name) from a path, a shipped name or text."""
+    if isinstance(path_or_text, bytes):
+        return path_or_text, "inline XML", "inline XML"
+    s = os.fspath(path_or_text)
+    if s.lstrip().startswith("<"):
+        return s, "inline XML", "inline XML"
+    p = Path(s)
+    shipped = recorded_machines()
+    if not p.is_file() and s in shipped:
+        p = shipped[s]
+    if not p.is_file():
+        raise InvalidArgument(f"hwloc XML file not found: {s} (shipped machines: {', '.join(shipped)})")
+    try:
+        if p.stat().st_size > MAX_BYTES:
+            raise InvalidArgument(f"{p}: {p.stat().st_size} bytes is larger than any hwloc export "
+                                  f"({MAX_BYTES // 2**20} MiB at most)")
+        return p.read_bytes(), str(p), p.stem
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read hwloc XML {p}: {exc.strerror}") from exc
+
+
+def _parse(data, name: str) -> ET.Element:
+    """defusedxml: no entity declarations, no external references; a DOCTYPE naming hwloc's DTD
+    (as every lstopo export has) is allowed and never fetched."""
+    try:
+        return _safe_fromstring(data)
+    except EntitiesForbidden as exc:
+        raise InvalidArgument(f"{name} declares the XML entity {exc.name!r}: refused (hwloc exports declare "
+                              "no entities; entity expansion is how 'billion laughs' documents explode)") from None
+    except (ExternalReferenceForbidden, DTDForbidden) as exc:
+        raise InvalidArgument(f"{name} refers to an external resource ({type(exc).__name__}): refused") from None
+    except DefusedXmlException as exc:
+        raise InvalidArgument(f"{name} was refused by the XML parser's safety checks: {exc}") from None
+    except ET.ParseError as exc:
+        raise InvalidArgument(f"{name} is not well-formed hwloc XML ({exc}); "
+                              "export it again with `lstopo --of xml FILE`") from None
+    except UnicodeError as exc:
+        raise InvalidArgument(f"{name} is not valid text ({exc.reason})") from None
+
+
+def _check_depth(root: ET.Element, name: str) -> None:
+    stack = [(root, 0)]
+    while stack:
+        el, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise InvalidArgument(f"{name} nests elements more than {MAX_DEPTH} deep: not an hwloc export "
+                                  "(real ones nest about a dozen; PCIe has at most 256 buses)")
+        stack.extend((c, depth + 1) for c in el)
 
 
 def _load(path_or_text) -> tuple[ET.Element, str, str]:
-    """Parse; return (root element, machine name, text origin)."""
-    if isinstance(path_or_text, bytes):
-        text, name = path_or_text.decode("utf-8", "replace"), "inline XML"
-    else:
-        s = os.fspath(path_or_text)
-        if s.lstrip().startswith("<"):
-            text, name = s, "inline XML"
-        else:
-            p = Path(s)
-            if not p.is_file():
-                raise InvalidArgument(f"hwloc XML file not found: {p}")
-            try:
-                text = p.read_text(encoding="utf-8", errors="replace")
-            except OSError as exc:
-                raise InvalidArgument(f"cannot read hwloc XML {p}: {exc.strerror}") from exc
-            name = p.stem
-    # Drop the DOCTYPE so ElementTree never looks for the DTD.
-    text = re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1)
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError as exc:
-        raise InvalidArgument(f"{name} is not well-formed hwloc XML ({exc}); "
-                              "export it again with `lstopo --of xml FILE`") from exc
+    """Parse; return (root element, name for messages, machine name)."""
+    data, name, machine = _resolve(path_or_text)
+    root = _parse(data, name)
     if root.tag != "topology":
-        raise InvalidArgument(f"{name} is not an hwloc XML export: root element is <{root.tag}>, "
+        raise InvalidArgument(f"{name} is not an hwloc XML export: root element is <{root.tag[:40]}>, "
                               "expected <topology>")
-    return root, name, text
+    _check_depth(root, name)
+    return root, name, machine
 
 
 def _info(el: ET.Element, key: str) -> str | None:
@@ -75,9 +146,12 @@ def _info(el: ET.Element, key: str) -> str | None:
 
 
 class _Builder:
-    def __init__(self, major: int):
+    """Turns the XML objects into :class:`Node` objects; every attribute it reads is checked,
+    and a bad one is one error naming the file, the object and the attribute."""
+
+    def __init__(self, major: int, name: str):
         self.major = major
-        self.by_xml: dict[int, Node] = {}  # id(Element) -> Node
+        self.name = name
         self.gpu_osdevs: list[tuple[ET.Element, Node]] = []
         self.nic_osdevs: list[tuple[ET.Element, Node]] = []
         self.el_by_ref: dict[str, ET.Element] = {}
@@ -86,13 +160,31 @@ class _Builder:
         self.package_cpus: dict[int, frozenset[int]] = {}
         self.cpus_by_numa: dict[int, list[int]] = {}
 
+    # ------------------------------------------------------------------ checked attributes
+    def bad(self, el: ET.Element, key: str, why: str) -> InvalidArgument:
+        what = f"{el.get('type', el.tag)} object" + (f" {el.get('gp_index')}" if el.get("gp_index") else "")
+        what = what if len(what) < 80 else what[:80] + "..."
+        return InvalidArgument(f"{self.name}: attribute {key}={_shown(el.get(key) or '')} of {what} {why}")
+
+    def bitmap(self, el: ET.Element, key: str) -> list[int]:
+        try:
+            return parse_bitmap(el.get(key))
+        except ValueError as exc:
+            raise self.bad(el, key, f"is not an hwloc bitmap: {exc}") from None
+
+    def integer(self, el: ET.Element, key: str, default: int | None = None) -> int | None:
+        raw = el.get(key)
+        if raw is None:
+            return default
+        text = raw.strip()
+        if not (text.isascii() and text.isdigit()) or len(text) > 10:
+            raise self.bad(el, key, "is not a non-negative integer")
+        return int(text)
+
     def osdev_is(self, el: ET.Element, want: str) -> bool:
         raw = el.get("osdev_type")
         sub = (el.get("subtype") or "").lower()
-        try:
-            t = int(raw) if raw is not None else -1
-        except ValueError:
-            t = -1
+        t = self.integer(el, "osdev_type", -1) if raw is not None and raw.strip().isdecimal() else -1
         if self.major >= 3:
             bit = _OSDEV3_GPU if want == "gpu" else _OSDEV3_OPENFABRICS
             return t >= 0 and bool(t & bit)
@@ -100,52 +192,61 @@ class _Builder:
             return t == _OSDEV2_GPU or sub in ("cuda", "nvml")
         return t == _OSDEV2_OPENFABRICS or sub == "openfabrics"
 
-    def build(self, el: ET.Element, parent: Node | None, numa: frozenset[int], socket: int | None,
-              cpus: frozenset[int] = frozenset()) -> Node | None:
+    # ------------------------------------------------------------------ the walk
+    def build(self, top: ET.Element) -> Node:
+        """Walk the objects depth first with an explicit stack (no recursion limit)."""
+        root: Node | None = None
+        stack: list[tuple[ET.Element, Node | None, frozenset, int | None, frozenset]] = [
+            (top, None, frozenset(), None, frozenset())]
+        while stack:
+            el, parent, numa, socket, cpus = stack.pop()
+            node, numa, socket, cpus = self.one(el, parent, numa, socket, cpus)
+            if node is not None and root is None:
+                root = node
+            if el.get("type") == "OSDev":
+                continue
+            here = node if node is not None else parent
+            stack.extend((c, here, numa, socket, cpus) for c in reversed(el.findall("object")))
+        assert root is not None
+        return root
+
+    def one(self, el: ET.Element, parent: Node | None, numa: frozenset, socket: int | None, cpus: frozenset):
+        """One object: its Node (or None) and the locality its children inherit."""
         typ = el.get("type", "")
         for key in (f"{typ}:{el.get('gp_index')}", el.get("id")):
             if key:
                 self.el_by_ref[key] = el
-        node: Node | None = None
-        nodeset = frozenset(parse_bitmap(el.get("nodeset"))) if el.get("nodeset") else None
+        if el.get("nodeset"):
+            numa = frozenset(self.bitmap(el, "nodeset"))
+        if el.get("cpuset"):
+            cpus = frozenset(self.bitmap(el, "cpuset"))
         if typ in ("Package", "Socket"):
             self.packages += 1
-            socket = int(el.get("os_index", self.packages - 1))
-            self.package_cpus[socket] = frozenset(parse_bitmap(el.get("cpuset")))
-        if el.get("cpuset"):
-            cpus = frozenset(parse_bitmap(el.get("cpuset")))
-        if nodeset is not None:
-            numa = nodeset
+            socket = self.integer(el, "os_index", self.packages - 1)
+            self.package_cpus[socket] = cpus
         if typ == "NUMANode" and el.get("os_index") is not None:
-            self.cpus_by_numa[int(el.get("os_index"))] = parse_bitmap(el.get("cpuset"))
+            self.cpus_by_numa[self.integer(el, "os_index")] = sorted(cpus)
+        node: Node | None = None
         if typ == "Machine" or parent is None:
             node = Node("machine", _info(el, "DMIProductName") or _info(el, "PlatformModel") or "Machine",
                         numa_nodes=numa or frozenset())
         elif typ in ("Package", "Socket"):
             node = parent.add(Node("package", f"Package {socket}", numa_nodes=numa, socket=socket))
-        elif typ == "Bridge":
-            hostbridge = (el.get("bridge_type") or "").startswith("0-")
-            if hostbridge:
-                node = parent.add(Node("hostbridge", f"HostBridge {el.get('bridge_pci', '')}".strip(),
-                                       numa_nodes=numa, socket=socket))
-                node.attrs["cpuset"] = cpus
-            else:
-                node = parent.add(self._pci(el, "bridge", numa, socket))
-        elif typ == "PCIDev":
-            node = parent.add(self._pci(el, "device", numa, socket))
-        elif typ == "OSDev":
-            if parent.kind == "device":
-                if self.osdev_is(el, "gpu"):
-                    self.gpu_osdevs.append((el, parent))
-                elif self.osdev_is(el, "openfabrics"):
-                    self.nic_osdevs.append((el, parent))
-            return None
+        elif typ == "Bridge" and (el.get("bridge_type") or "").startswith("0-"):
+            node = parent.add(Node("hostbridge", f"HostBridge {el.get('bridge_pci', '')[:40]}".strip(),
+                                   numa_nodes=numa, socket=socket))
+            node.attrs["cpuset"] = cpus
+            node.attrs["bus_range"] = self.bus_range(el)
+        elif typ in ("Bridge", "PCIDev"):
+            node = parent.add(self._pci(el, "bridge" if typ == "Bridge" else "device", socket))
+        elif typ == "OSDev" and parent.kind == "device":
+            if self.osdev_is(el, "gpu"):
+                self.gpu_osdevs.append((el, parent))
+            elif self.osdev_is(el, "openfabrics"):
+                self.nic_osdevs.append((el, parent))
         if node is not None:
             self.node_by_el[id(el)] = node
-        here = node if node is not None else parent
-        for child in el.findall("object"):
-            self.build(child, here, numa, socket, cpus)
-        return node
+        return node, numa, socket, cpus
 
     def fill_sockets(self, root: Node) -> None:
         """hwloc 1.x hangs I/O below the NUMA node, beside the socket: find the socket whose
@@ -157,15 +258,35 @@ class _Builder:
                 for n in hb.walk():
                     n.socket = owners[0]
 
-    def _pci(self, el: ET.Element, kind: str, numa, socket) -> Node:
+    def bus_range(self, el: ET.Element) -> tuple[int, int, int] | None:
+        """``bridge_pci="0000:[84-84]"``: (domain, secondary bus, subordinate bus)."""
+        raw = el.get("bridge_pci")
+        if raw is None:
+            return None
+        m = _BRIDGE_PCI.fullmatch(raw)
+        if not m:
+            raise self.bad(el, "bridge_pci", "is not DDDD:[SS-EE] (domain, secondary and subordinate bus)")
+        return int(m[1], 16), int(m[2], 16), int(m[3], 16)
+
+    def _pci(self, el: ET.Element, kind: str, socket) -> Node:
         busid = el.get("pci_busid")
+        if busid is None or not _BUSID.fullmatch(busid):
+            raise self.bad(el, "pci_busid", "is not a PCI address DDDD:BB:DD.F")
         m = _PCI_TYPE.match(el.get("pci_type") or "")
         cls, ven, dev = (int(m.group(1), 16), int(m.group(2), 16), int(m.group(3), 16)) if m else (None, None, None)
         label = _info(el, "PCIDevice") or ("PCI bridge" if kind == "bridge" else "PCI device")
-        n = Node(kind, label, bus_id=busid, vendor_id=ven, device_id=dev, class_id=cls,
+        n = Node(kind, label, bus_id=busid.lower(), vendor_id=ven, device_id=dev, class_id=cls,
                  numa_nodes=frozenset(), socket=socket)
         n.attrs["subtype"] = el.get("subtype")
-        n.attrs["link_gbps"] = float(el.get("pci_link_speed") or 0.0) * 8 or None
+        try:
+            speed = float(el.get("pci_link_speed") or 0.0)
+        except ValueError:
+            speed = -1.0
+        if not 0.0 <= speed < 1e6:  # GB/s of one link; also refuses nan and inf
+            raise self.bad(el, "pci_link_speed", "is not a link speed in GB/s")
+        n.attrs["link_gbps"] = speed * 8 or None
+        if kind == "bridge":
+            n.attrs["bus_range"] = self.bus_range(el)
         return n
 
 
@@ -179,10 +300,15 @@ def _nvlink_matrix(root: ET.Element, b: _Builder, gpu_names: dict[int, str], gpu
     if mat is None:
         return {}, "no NVLink information in this XML (PCIe codes only)"
     refs = " ".join(e.text or "" for e in mat.findall("indexes")).split()
-    vals = [int(v) for v in " ".join(e.text or "" for e in mat.findall("u64values")).split()]
+    try:
+        vals = [int(v) for v in " ".join(e.text or "" for e in mat.findall("u64values")).split()]
+    except ValueError:
+        raise InvalidArgument(f"{b.name}: the NVLinkBandwidth <u64values> hold something that is not an "
+                              "integer; the XML is damaged") from None
     n = len(refs)
     if len(vals) != n * n:
-        raise InvalidArgument(f"NVLinkBandwidth matrix has {len(vals)} values for {n} objects; the XML is damaged")
+        raise InvalidArgument(f"{b.name}: the NVLinkBandwidth matrix has {len(vals)} values for {n} objects; "
+                              "the XML is damaged")
     ends: list[tuple[str, str]] = []  # (kind, name)
     for r in refs:
         el = b.el_by_ref.get(r)
@@ -231,13 +357,19 @@ def _nvlink_matrix(root: ET.Element, b: _Builder, gpu_names: dict[int, str], gpu
 
 
 def from_hwloc(path_or_text) -> Topology:
-    """Read an hwloc XML export (a path, or the XML text itself) into a :class:`Topology`.
+    """Read an hwloc XML export into a :class:`Topology`.
+
+    ``path_or_text`` is a path, the name of a shipped machine (:func:`recorded_machines`, as
+    ``gdrlab topo --hwloc-xml`` takes it) or the XML itself (str or bytes). The XML is parsed
+    with defusedxml: entity declarations and external references are refused. The PCI tree is
+    checked against PCIe's bus-numbering rules (:func:`check_pci_tree`); a tree no real machine
+    can have gives a :class:`PciTreeWarning` and is listed in ``Topology.pci_problems``.
 
     GPUs are the NVIDIA display/3D controllers (vendor 10de, class 0300/0302), named GPU0,
     GPU1, ... in PCI bus order as nvidia-smi numbers them; NICs are the RDMA (OpenFabrics)
     devices, named as the kernel names them (mlx5_0, ...).
     """
-    root_el, name, _ = _load(path_or_text)
+    root_el, name, machine_name = _load(path_or_text)
     version = root_el.get("version") or "1.0"
     try:
         major = int(version.split(".")[0])
@@ -246,9 +378,8 @@ def from_hwloc(path_or_text) -> Topology:
     top = root_el.find("object")
     if top is None:
         raise InvalidArgument(f"{name} has no objects: not an hwloc topology")
-    b = _Builder(major)
-    root = b.build(top, None, frozenset(), None)
-    assert root is not None
+    b = _Builder(major, name)
+    root = b.build(top)
     assign_bridge_roles(root)
     b.fill_sockets(root)
     pci = [n for n in root.walk() if n.kind in ("device", "bridge")]
@@ -270,10 +401,13 @@ def from_hwloc(path_or_text) -> Topology:
     for e, p in sorted(b.nic_osdevs, key=lambda t: t[0].get("name") or ""):
         devices.append((_device(e.get("name") or f"nic@{p.bus_id}", "nic", p, p.label, []), p))
     links, note = _nvlink_matrix(root_el, b, gpu_names, gpu_models)
-    machine = root.label if root.label != "Machine" else name
-    return Topology(root, devices, source=f"recorded hwloc XML of machine {name} ({machine})",
+    machine = root.label if root.label != "Machine" else machine_name
+    problems = check_pci_tree(root)
+    if problems:
+        warnings.warn(PciTreeWarning(f"{name}: {format_problems(problems)}"), stacklevel=2)
+    return Topology(root, devices, source=f"recorded hwloc XML of machine {machine_name} ({machine})",
                     provenance="recorded", nvlinks=links, cpus_by_numa=b.cpus_by_numa,
-                    nvlink_note=note)
+                    nvlink_note=note, pci_problems=problems)
 
 
 def _device(name: str, kind: str, node: Node, model: str, aliases: list) -> dict:

@@ -7,9 +7,11 @@ from ``sys/class/infiniband/*/device``. NUMA locality is each device's ``numa_no
 from __future__ import annotations
 
 import socket as _socket
+import warnings
 from pathlib import Path
 
 from ..hw.sysfs import check_root, numa_cpus, pci_devices, rdma_devices, read_text
+from ._check import PciTreeWarning, check_pci_tree, format_problems
 from ._topo import Topology
 from ._tree import Node, assign_bridge_roles, parse_cpulist
 
@@ -38,13 +40,38 @@ def from_sysfs(root="/", nvlinks: dict | None = None) -> Topology:
     r = check_root(root)
     live = str(r.resolve()) == "/"
     devs = pci_devices(r)
-    by_bus = {d["pci_bus_id"]: d for d in devs}
     node_cpus = {n: parse_cpulist(c) for n, c in numa_cpus(r).items()}
     single_numa = next(iter(node_cpus)) if len(node_cpus) == 1 else None
     if not node_cpus and live:
         single_numa = None
 
     machine = Node("machine", _socket.gethostname() if live else r.name or str(r))
+    hostbridges, pci_nodes = _build_tree(r, machine, devs)
+    _place_host_bridges(r, machine, hostbridges, node_cpus, single_numa)
+
+    devices: list[tuple[dict, Node]] = []
+    gpus = sorted((n for n in pci_nodes.values() if n.kind == "device" and n.vendor_id == 0x10DE
+                   and n.class_id in (0x0300, 0x0302)), key=lambda n: n.bus_id)
+    for i, g in enumerate(gpus):
+        devices.append((_device(f"GPU{i}", "gpu", g, single_numa), g))
+    for nic in rdma_devices(r):
+        n = pci_nodes.get(nic["pci_bus_id"] or "")
+        if n is not None:
+            devices.append((_device(nic["name"], "nic", n, single_numa), n))
+
+    links, note = _nvlinks(nvlinks, live, gpus)
+    source = (f"live sysfs of host {machine.label}" if live
+              else f"recorded sysfs tree {r.name} ({r})")
+    problems = check_pci_tree(machine)
+    if problems:
+        warnings.warn(PciTreeWarning(f"{r}: {format_problems(problems)}"), stacklevel=2)
+    return Topology(machine, devices, source=source, provenance="live" if live else "recorded",
+                    nvlinks=links, cpus_by_numa=node_cpus, nvlink_note=note, pci_problems=problems)
+
+
+def _build_tree(r: Path, machine: Node, devs: list[dict]) -> tuple[dict[str, Node], dict[str, Node]]:
+    """Host bridges and PCI functions below ``machine``, from each function's sysfs chain."""
+    by_bus = {d["pci_bus_id"]: d for d in devs}
     hostbridges: dict[str, Node] = {}
     pci_nodes: dict[str, Node] = {}
     for d in devs:
@@ -68,8 +95,18 @@ def from_sysfs(root="/", nvlinks: dict | None = None) -> Topology:
                                     vendor_id=info.get("vendor_id"), device_id=info.get("device_id"),
                                     class_id=(cls >> 8) if cls is not None else None))
                 n.attrs["sysfs"] = info
+                if kind == "bridge":
+                    n.attrs["bus_range"] = _bridge_range(r, bus)
                 pci_nodes[bus] = n
             parent = n
+    for name, hb in hostbridges.items():
+        hb.attrs["bus_range"] = _root_range(name, hb)
+    return hostbridges, pci_nodes
+
+
+def _place_host_bridges(r: Path, machine: Node, hostbridges: dict[str, Node], node_cpus: dict,
+                        single_numa: int | None) -> None:
+    """NUMA node and socket of each host bridge; host bridges hung below their socket."""
     # NUMA locality of a host bridge: what its devices report (all share one).
     for hb in hostbridges.values():
         nodes = {n.attrs["sysfs"].get("numa_node") for n in hb.walk() if n.kind in ("bridge", "device")}
@@ -98,16 +135,9 @@ def from_sysfs(root="/", nvlinks: dict | None = None) -> Topology:
             n.socket = n.host_bridge().socket if n.host_bridge() else None
     assign_bridge_roles(machine)
 
-    devices: list[tuple[dict, Node]] = []
-    gpus = sorted((n for n in pci_nodes.values() if n.kind == "device" and n.vendor_id == 0x10DE
-                   and n.class_id in (0x0300, 0x0302)), key=lambda n: n.bus_id)
-    for i, g in enumerate(gpus):
-        devices.append((_device(f"GPU{i}", "gpu", g, single_numa), g))
-    for nic in rdma_devices(r):
-        n = pci_nodes.get(nic["pci_bus_id"] or "")
-        if n is not None:
-            devices.append((_device(nic["name"], "nic", n, single_numa), n))
 
+def _nvlinks(nvlinks: dict | None, live: bool, gpus: list[Node]) -> tuple[dict[tuple[str, str], int], str]:
+    """NVLink counts between GPU names, and where they came from."""
     note = ("recorded sysfs has no NVLink information (PCIe codes only)" if not live
             else "no GPU, so no NVLink" if not gpus else "NVLink not queried")
     links: dict[tuple[str, str], int] = {}
@@ -120,10 +150,34 @@ def from_sysfs(root="/", nvlinks: dict | None = None) -> Topology:
     for (a, b), count in (nvlinks or {}).items():
         if a in names and b in names and count:
             links[(names[a], names[b])] = int(count)
-    source = (f"live sysfs of host {machine.label}" if live
-              else f"recorded sysfs tree {r.name} ({r})")
-    return Topology(machine, devices, source=source, provenance="live" if live else "recorded",
-                    nvlinks=links, cpus_by_numa=node_cpus, nvlink_note=note)
+    return links, note
+
+
+def _bridge_range(root: Path, bus_id: str) -> tuple[int, int, int] | None:
+    """(domain, secondary, subordinate) from the bridge's sysfs files; None where not recorded."""
+    d = root / "sys/bus/pci/devices" / bus_id
+    sec, sub = read_text(d / "secondary_bus_number"), read_text(d / "subordinate_bus_number")
+    try:
+        return int(bus_id.split(":")[0], 16), int(sec or ""), int(sub or "")
+    except ValueError:
+        return None
+
+
+def _root_range(name: str, hb: Node) -> tuple[int, int, int] | None:
+    """``pci0000:80``: domain 0, root bus 0x80; the highest bus below it is the subordinate."""
+    try:
+        dom, bus = (int(x, 16) for x in name.removeprefix("pci").split(":"))
+    except ValueError:
+        return None
+    below = []
+    for n in hb.walk():
+        try:
+            n_dom, n_bus, _ = (n.bus_id or "").split(":")
+            if int(n_dom, 16) == dom:
+                below.append(int(n_bus, 16))
+        except ValueError:
+            continue  # the host bridge itself, or a directory that is not a PCI address
+    return dom, bus, max(below + [bus])
 
 
 def _device(name: str, kind: str, n: Node, single_numa: int | None) -> dict:
