@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .engine import Buffer, _provenance, cuda_status, native
+from . import provenance as _prov
+from .transfer.buffers import Buffer, cuda_status, gpus, machine, native
 from .errors import InvalidArgument, Unavailable
 from .units import parse_sizes
 
@@ -66,7 +67,6 @@ def peer_memory_status() -> dict:
         out["reg_dmabuf_mr_reason"] = st["reason"]
     cs = cuda_status()
     if cs["usable"]:
-        from .engine import gpus
         g = gpus()
         out["cuda_dmabuf"] = bool(g and g[0]["dmabuf_supported"])
         out["cuda_dmabuf_reason"] = "" if out["cuda_dmabuf"] else "GPU 0 reports CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 0"
@@ -341,7 +341,7 @@ def registration_cost(sizes: Any = "4K:256M", memory: str = "host", *, repeats: 
             })
         hca = dev.name
     df = pd.DataFrame(rows)
-    df.attrs["provenance"] = _provenance({"what": f"registration_cost memory={memory}", "hca": hca,
-                                          "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    _prov.attach(df, _prov.live({"what": f"registration_cost memory={memory}", "hca": hca,
+                                 "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, machine()))
     df.attrs["bar1_reason"] = bar1_reason
     return df

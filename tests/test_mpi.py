@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from gdrlab import mpi
+from gdrlab.transfer import mpi
 from gdrlab.errors import Unavailable
 
 MPIRUN = shutil.which("mpirun") or shutil.which("mpiexec")

@@ -104,8 +104,8 @@ def test_registration_cost_of_gpu_memory():
 @pytest.mark.rdma
 def test_host_path_over_a_real_queue_pair():
     _need_hca()
-    from gdrlab.verbs_bench import bench_verbs
-    df = bench_verbs(path="host", sizes="8,64K", iters=50)
+    from gdrlab.engine import bench
+    df = bench(path="host", sizes="8,64K", iters=50, wire="verbs")
     assert df["verified"].all()
     assert df.attrs["provenance"]["registration"] == "host"
 
@@ -116,9 +116,9 @@ def test_host_path_over_a_real_queue_pair():
 def test_gpu_paths_over_a_real_queue_pair(path):
     _need_gpu()
     _need_hca()
-    from gdrlab.verbs_bench import bench_verbs
+    from gdrlab.engine import bench
     try:
-        df = bench_verbs(path=path, sizes="8,1M", iters=20, chunk=256 * 1024, depth=4)
+        df = bench(path=path, sizes="8,1M", iters=20, chunk=256 * 1024, depth=4, wire="verbs")
     except Unavailable as exc:
         pytest.skip(f"{path} over verbs unavailable: {exc}")
     assert df["verified"].all()
