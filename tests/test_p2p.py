@@ -148,9 +148,7 @@ def test_cli_below_two_gpus_says_unavailable_with_count():
 
 @pytest.mark.gpu
 def test_gpu_one_gpu_p2p_matrix_unavailable():
-    n, reason = _gpu_count()
-    if n == 0:
-        pytest.skip("no CUDA GPU: " + reason)
+    n, _ = _gpu_count()
     if n != 1:
         pytest.skip(f"needs exactly one GPU, this machine has {n}")
     proc = subprocess.run([sys.executable, "-m", "gdrlab", "p2p-matrix"], capture_output=True, text=True,
@@ -164,9 +162,7 @@ def test_gpu_one_gpu_p2p_matrix_unavailable():
 @pytest.mark.gpu
 @pytest.mark.multigpu
 def test_multigpu_peer_on_beats_peer_off():
-    n, reason = _gpu_count()
-    if n < 2:
-        pytest.skip(f"needs two GPUs, this machine has {n}" + (f": {reason}" if n == 0 else ""))
+    n, _ = _gpu_count()
     proc = subprocess.run([sys.executable, "-m", "gdrlab", "p2p-matrix", "--sizes", "8,64M", "--json"],
                           capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stderr
