@@ -19,12 +19,14 @@ import platform
 from pathlib import Path
 from typing import Any, Callable
 
+from . import provenance as _provenance
+
 __all__ = [
     "RecordedDataMissing", "RecordedDataInvalid", "data_dir", "available", "load", "load_document",
     "load_report", "provenance_label", "LiveOrRecorded", "live_or_recorded",
 ]
 
-_KINDS = ("live", "recorded", "modelled")
+_KINDS = _provenance.KINDS
 
 
 class RecordedDataMissing(FileNotFoundError):
@@ -101,28 +103,9 @@ def load_report(name: str) -> dict:
 
 
 def provenance_label(prov: Any, short: bool = False) -> str:
-    """A short human label: ``live on host (GPU)``, ``recorded on HW (date)``, ``modelled, profile X``.
-
-    ``prov`` is a provenance dict or anything with ``attrs["provenance"]`` (a DataFrame).
-    ``short=True`` keeps the first two comma-separated parts of the hardware (for legends).
-    """
-    if hasattr(prov, "attrs") and not isinstance(prov, dict):
-        prov = prov.attrs.get("provenance")
-    if not isinstance(prov, dict) or prov.get("kind") not in _KINDS:
-        raise ValueError("no provenance: set df.attrs['provenance'] = {'kind': 'live'|'recorded'|'modelled', ...}")
-    kind = prov["kind"]
-    if kind == "live":
-        where = prov.get("host") or "this machine"
-        gpu = prov.get("gpu")
-        return f"live on {where}" + (f" ({gpu})" if gpu else "")
-    if kind == "recorded":
-        hw = str(prov.get("hardware") or "unnamed hardware")
-        if short:
-            hw = ",".join(hw.split(",")[:2])
-        date = str(prov.get("date") or "")[:10]  # the day is enough for a legend
-        return f"recorded on {hw}" + (f" ({date})" if date else "")
-    profile = prov.get("profile") or "unnamed profile"
-    return f"modelled, profile {profile}"
+    """A short human label: ``live on host (GPU)``, ``recorded on HW (date)``, ``modelled, profile X``
+    (:func:`gdrlab.provenance.label`; ``prov`` is a provenance dict or a DataFrame carrying one)."""
+    return _provenance.label(prov, short)
 
 
 @dataclasses.dataclass

@@ -143,6 +143,11 @@ class _Owner:
     def closed(self) -> bool:
         return self._closed
 
+    def close(self) -> None:
+        """Close the children, newest first (subclasses then release their own object)."""
+        self._close_children()
+        self._closed = True
+
     def __enter__(self):
         return self
 

@@ -82,22 +82,27 @@ class Column:
     meaning: str
 
 
+# The columns of a bench row: name, unit ("-" for labels and flags), what it holds.
+_BENCH_SCHEMA = """
+path         -        transfer path (PATHS)
+wire         -        wire the bytes crossed (WIRES), 'none' inside one machine
+size         bytes    message size
+iters        count    timed iterations (latency) or repetitions (bandwidth only)
+lat_min_us   us       smallest one-way latency (half round trip, like perftest and OSU)
+lat_p50_us   us       median one-way latency
+lat_p99_us   us       99th percentile one-way latency
+lat_mean_us  us       mean one-way latency
+bw_gbps      GB/s     bandwidth at the median sample, 1e9 bytes per second
+verified     -        the receiver checked the data pattern at the end of the size
+chunk        bytes    pipelined chunk size (NaN for other paths)
+depth        buffers  pipelined buffers in flight (NaN for other paths)
+source       -        where the row came from: live, recorded or modelled (gdrlab.provenance.label)
+"""
+
 #: The columns of a bench row, for every wire, importer and plot.
-BENCH_COLUMNS: tuple[Column, ...] = (
-    Column("path", "", "transfer path (PATHS)"),
-    Column("wire", "", "wire the bytes crossed (WIRES), 'none' inside one machine"),
-    Column("size", "bytes", "message size"),
-    Column("iters", "count", "timed iterations (latency) or repetitions (bandwidth only)"),
-    Column("lat_min_us", "us", "smallest one-way latency (half round trip)"),
-    Column("lat_p50_us", "us", "median one-way latency"),
-    Column("lat_p99_us", "us", "99th percentile one-way latency"),
-    Column("lat_mean_us", "us", "mean one-way latency"),
-    Column("bw_gbps", "GB/s", "bandwidth at the median sample, 1e9 bytes per second"),
-    Column("verified", "", "the receiver checked the data pattern at the end of the size"),
-    Column("chunk", "bytes", "pipelined chunk size (NaN for other paths)"),
-    Column("depth", "buffers", "pipelined buffers in flight (NaN for other paths)"),
-    Column("source", "", "where the row came from: live, recorded or modelled (gdrlab.provenance.label)"),
-)
+BENCH_COLUMNS: tuple[Column, ...] = tuple(
+    Column(name, "" if unit == "-" else unit, meaning)
+    for name, unit, meaning in (line.split(None, 2) for line in _BENCH_SCHEMA.strip().splitlines()))
 
 #: The columns the CLI prints as a table (DESIGN.md's CLI contract).
 BENCH_TABLE_COLUMNS: tuple[str, ...] = ("path", "wire", "size", "iters", "lat_min_us", "lat_p50_us",

@@ -1,9 +1,9 @@
 """Which transfer paths of DESIGN's vocabulary can run here, why not, and what would fix it."""
 from __future__ import annotations
 
-__all__ = ["PATHS", "path_availability"]
+from ..vocab import PATHS
 
-PATHS = ("host", "staged", "shared", "pipelined", "gdr", "gdrcopy", "p2p", "p2p-staged")
+__all__ = ["PATHS", "path_availability"]
 
 
 def _entry(ok: bool, reason: str, fix: str = "") -> dict:

@@ -94,40 +94,25 @@ class Buffer:
         kind = "pinned" if pin else "pageable"
         return cls(0, _native_buffer=native().Buffer.wrap(kind, arr.ctypes.data, arr.nbytes, 0, pin), _keepalive=arr)
 
-    @property
-    def kind(self) -> str:
-        """``"pageable"``, ``"pinned"`` or ``"device"``."""
-        return str(self._b.kind)
-
-    @property
-    def size(self) -> int:
-        """Length in bytes."""
-        return int(self._b.size)
-
+    kind = property(lambda self: str(self._b.kind), doc='``"pageable"``, ``"pinned"`` or ``"device"``.')
+    size = property(lambda self: int(self._b.size), doc="Length in bytes.")
     nbytes = size
+    device = property(lambda self: int(self._b.device), doc="The GPU of a device buffer (0 for host buffers).")
+    address = property(lambda self: int(self._b.address),
+                       doc="The first byte's address (a device pointer for device buffers).")
 
-    @property
-    def device(self) -> int:
-        """The GPU of a device buffer (0 for host buffers)."""
-        return int(self._b.device)
+    def _interface(self, on_device: bool) -> dict[str, Any]:
+        """The array interface of this buffer, for the side (host or device) it lives on."""
+        if (self.kind == "device") != on_device:
+            raise AttributeError("device buffer: use __cuda_array_interface__ (e.g. cupy.asarray)" if not on_device
+                                 else "host buffer: use __array_interface__ (e.g. numpy.asarray)")
+        out: dict[str, Any] = {"shape": (self.size,), "typestr": "|u1", "data": (self.address, False), "version": 3}
+        if on_device:
+            out.update(strides=None, stream=None)
+        return out
 
-    @property
-    def address(self) -> int:
-        """The first byte's address (a device pointer for device buffers)."""
-        return int(self._b.address)
-
-    @property
-    def __array_interface__(self) -> dict[str, Any]:
-        if self.kind == "device":
-            raise AttributeError("device buffer: use __cuda_array_interface__ (e.g. cupy.asarray)")
-        return {"shape": (self.size,), "typestr": "|u1", "data": (self.address, False), "version": 3}
-
-    @property
-    def __cuda_array_interface__(self) -> dict[str, Any]:
-        if self.kind != "device":
-            raise AttributeError("host buffer: use __array_interface__ (e.g. numpy.asarray)")
-        return {"shape": (self.size,), "typestr": "|u1", "data": (self.address, False), "version": 3,
-                "strides": None, "stream": None}
+    __array_interface__ = property(lambda self: self._interface(False))
+    __cuda_array_interface__ = property(lambda self: self._interface(True))
 
     def fill_pattern(self, seed: int, offset: int = 0, length: int | None = None) -> None:
         """Write the verification pattern for ``seed`` into ``[offset, offset + length)``."""

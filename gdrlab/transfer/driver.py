@@ -182,14 +182,14 @@ def _bench_over_wire(opts: BenchOptions, peer: str | None, token: str | None, lo
     rows: list[dict[str, Any]] = []
     samples: dict[int, dict[str, Any]] = {}
     info: dict[str, Any] = {}
-    pipe = {"chunk": opts.chunk, "depth": opts.depth, "device": opts.device}
     with contextlib.ExitStack() as stack:
         conn, peer_name = _connect(stack, opts, peer, token, local_peer)
         # Warm the connection and both processes (page faults, caches, CPU clocks) before the
         # first measured size, so that size is not the odd one out.
-        conn.measure(opts.path, min(opts.sizes[0], 1 << 20), mode="lat", iters=50, warmup=20, **pipe)
+        conn.measure(opts.path, min(opts.sizes[0], 1 << 20), mode="lat", iters=50, warmup=20, chunk=opts.chunk,
+                     depth=opts.depth, device=opts.device)
         for i, size in enumerate(opts.sizes):
-            row, kept, info = _measure_size(conn, opts, size, pipe)
+            row, kept, info = _measure_size(conn, opts, size)
             rows.append(row)
             if opts.keep_samples:
                 samples[size] = kept
@@ -205,8 +205,8 @@ def _bench_over_wire(opts: BenchOptions, peer: str | None, token: str | None, lo
     return df
 
 
-def _measure_size(conn: Connection, opts: BenchOptions, size: int,
-                  pipe: dict[str, int]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+def _measure_size(conn: Connection, opts: BenchOptions,
+                  size: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """One size: latency and/or bandwidth as ``opts.mode`` asks; (row, samples, wire info)."""
     lat_iters, auto_window, reps = auto_counts(size)
     n_lat = opts.iters or lat_iters
@@ -219,13 +219,15 @@ def _measure_size(conn: Connection, opts: BenchOptions, size: int,
     info: dict[str, Any] = {}
     if opts.mode in ("lat", "both"):
         wu = opts.warmup if opts.warmup is not None else max(2, min(n_lat // 10, 50))
-        s, nbytes, ok, info = conn.measure(opts.path, size, mode="lat", iters=n_lat, warmup=wu, **pipe)
+        s, nbytes, ok, info = conn.measure(opts.path, size, mode="lat", iters=n_lat, warmup=wu, window=1,
+                                           chunk=opts.chunk, depth=opts.depth, device=opts.device)
         lat, verified = summarize(s, nbytes), verified and ok
         kept["lat_us"] = np.asarray(s) * 1e6
     if opts.mode in ("bw", "both"):
         wu = opts.warmup if opts.warmup is not None else max(1, n_bw // 10)
         s, nbytes, ok, info = conn.measure(opts.path, size, mode="bw", iters=n_bw, warmup=wu,
-                                           window=opts.window or auto_window, **pipe)
+                                           window=opts.window or auto_window, chunk=opts.chunk, depth=opts.depth,
+                                           device=opts.device)
         bw, verified = summarize(s, nbytes), verified and ok
         kept["bw_gbps"] = nbytes / np.asarray(s) / 1e9
     row.update(result_columns(lat, bw, verified, opts.path, opts.chunk, opts.depth))

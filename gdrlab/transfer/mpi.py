@@ -122,7 +122,7 @@ def _serve(comm: Any, MPI: Any, args: Any) -> int:
             return 1
 
 
-def _measure(comm: Any, MPI: Any, args: Any, chunk: int, progress: Callable[..., Any] | None) -> Any:
+def _measure(comm: Any, MPI: Any, args: Any, chunk: int | None, progress: Callable[..., Any] | None) -> Any:
     """Rank 0: receive the server's address, bench against it, tell rank 1 it is done."""
     comm.allgather((socket.gethostname(), own_addresses()))
     try:
@@ -146,7 +146,7 @@ def _measure(comm: Any, MPI: Any, args: Any, chunk: int, progress: Callable[...,
     return df
 
 
-def bench_mpi(args: Any, chunk: int, progress: Callable[..., Any] | None = None) -> tuple[int, Any]:
+def bench_mpi(args: Any, chunk: int | None, progress: Callable[..., Any] | None = None) -> tuple[int, Any]:
     """``gdrlab bench --mpi``: rank 0 measures, rank 1 serves. Returns ``(exit status, DataFrame
     or None)``: rank 0's result, None on rank 1 (which has nothing to print) and on failure.
 

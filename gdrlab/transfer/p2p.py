@@ -177,7 +177,7 @@ def p2p_matrix(n_gpus: int, measure: Measure, can_access: CanAccess, *, lat_size
     return out
 
 
-def _fmt(value, unit: str) -> str:
+def _fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
     if unit == "us":
