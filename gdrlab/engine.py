@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import provenance as _prov
+from .errors import InvalidArgument, PeerTimeout, Unavailable
 from .transfer.buffers import Buffer, cuda_status, export_dmabuf, gpus, machine, native
 from .transfer.copies import ProgressFn, copy_bench
 from .transfer.driver import bench
@@ -28,7 +29,8 @@ from .vocab import path_info, paths_over
 __all__ = [
     "TCP_PATHS", "GPU_PATHS", "Buffer", "Connection", "VerbsConnection", "LocalPeer", "ThreadPeer", "connect",
     "bench", "copy_bench", "p2p_bench", "summarize", "result_columns", "cuda_status", "gpus", "export_dmabuf",
-    "native", "ProgressFn", "DEFAULT_CHUNK", "DEFAULT_DEPTH", "MAX_TIMEOUT_S",
+    "native", "ProgressFn", "DEFAULT_CHUNK", "DEFAULT_DEPTH", "MAX_TIMEOUT_S", "Unavailable", "InvalidArgument",
+    "PeerTimeout",
 ]
 
 #: Paths the tcp wire runs, and those of them whose buffers are in GPU memory.
