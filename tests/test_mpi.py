@@ -102,6 +102,20 @@ def test_rank1_failure_releases_rank0():
 
 
 @needs_mpi
+def test_local_peer_option_is_refused():
+    proc = mpirun(2, "--path", "host", "--local-peer", "thread", "--json")
+    assert proc.returncode != 0 and "--local-peer" in json.loads(proc.stdout)["error"]["message"]
+
+
+@needs_mpi
+def test_warmup_and_window_are_accepted():
+    proc = mpirun(2, "--path", "host", "--sizes", "4K", "--warmup", "3", "--window", "2", "--iters", "5", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["rows"]
+    assert row["verified"] is True and row["iters"] == 5
+
+
+@needs_mpi
 def test_peer_option_is_refused():
     proc = mpirun(2, "--path", "host", "--peer", "127.0.0.1:1", "--json")
     assert proc.returncode != 0 and "exclude each other" in json.loads(proc.stdout)["error"]["message"]

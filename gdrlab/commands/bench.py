@@ -15,8 +15,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         description="Ping-pong latency (half round trip) and streaming bandwidth of one path at each "
                     "size, verified. Without --peer a local `gdrlab serve` process is started.")
     p.add_argument("--path", default="host",
-                   help=f"{', '.join(paths_over('tcp'))} (tcp), {', '.join(paths_over('verbs'))} (verbs) "
-                        f"or {', '.join(paths_over('none'))} (GPU to GPU, no wire); default host")
+                   help=f"{', '.join(p for p in paths_over('tcp') if p in paths_over('verbs'))} (tcp and verbs), "
+                        f"{', '.join(p for p in paths_over('verbs') if p not in paths_over('tcp'))} (verbs) or "
+                        f"{', '.join(paths_over('none'))} (GPU to GPU, no wire); default host")
     p.add_argument("--wire", default=None, choices=list(WIRES), help="default tcp (GPU-to-GPU paths: none)")
     p.add_argument("--sizes", default="8:1M", help="e.g. 8,4K,1M or a range 8:64M (powers of two); default 8:1M")
     p.add_argument("--iters", type=int, default=None, help="timed iterations per size (default: by size)")

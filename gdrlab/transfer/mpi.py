@@ -137,7 +137,8 @@ def _measure(comm: Any, MPI: Any, args: Any, chunk: int | None, progress: Callab
     try:
         df = bench(path=args.path, sizes=args.sizes, iters=args.iters, mode=args.mode, wire=args.wire,
                    peer=f"{info['host']}:{info['port']}", token=info["token"], chunk=chunk, depth=args.depth,
-                   device=args.device, timeout_s=args.timeout, progress=progress)
+                   device=args.device, window=getattr(args, "window", None), warmup=getattr(args, "warmup", None),
+                   timeout_s=args.timeout, progress=progress)
         outcome = {"ok": True}
     finally:
         comm.send(outcome, dest=1, tag=TAG_DONE)
@@ -158,6 +159,8 @@ def bench_mpi(args: Any, chunk: int | None, progress: Callable[..., Any] | None 
     problem = None
     if getattr(args, "peer", None):
         problem = "--mpi and --peer exclude each other: with --mpi the peer is rank 1"
+    elif getattr(args, "local_peer", "auto") != "auto":
+        problem = "--mpi and --local-peer exclude each other: with --mpi the peer is rank 1"
     elif size != 2:
         problem = f"--mpi needs exactly 2 ranks (mpirun -n 2 or srun -n 2); this job has {size}"
     if problem:
