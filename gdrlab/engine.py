@@ -12,14 +12,14 @@ from typing import Any
 from . import provenance as _prov
 from .errors import InvalidArgument, PeerTimeout, Unavailable
 from .transfer.buffers import Buffer, cuda_status, export_dmabuf, gpus, machine, native
-from .transfer.copies import ProgressFn, copy_bench
+from .transfer.copies import copy_bench
 from .transfer.driver import bench
 from .transfer.p2p import p2p_bench
 from .transfer.peers import MAX_TIMEOUT_S, LocalPeer, ThreadPeer
 from .transfer.peers import check_timeout as _check_timeout
 from .transfer.peers import parse_peer as _parse_peer
 from .transfer.stats import auto_counts as _auto_counts
-from .transfer.stats import result_columns, summarize
+from .transfer.stats import ProgressFn, result_columns, summarize
 from .transfer.tcp_wire import Connection, connect
 from .transfer.verbs_wire import VerbsConnection
 from .vocab import DEFAULT_CHUNK_BYTES as DEFAULT_CHUNK

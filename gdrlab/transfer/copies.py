@@ -10,12 +10,9 @@ from .. import provenance
 from ..errors import InvalidArgument, Unavailable
 from ..units import parse_sizes
 from .buffers import cuda_status, machine, native
-from .stats import Summary, summarize
+from .stats import ProgressFn, Summary, summarize
 
-__all__ = ["ProgressFn", "sweep_copies", "copy_bench", "DIRECTIONS", "HOST_MEMORY"]
-
-#: ``progress(done, total, row)``, called after each size of a sweep.
-ProgressFn = Callable[[int, int, dict], Any]
+__all__ = ["sweep_copies", "copy_bench", "DIRECTIONS", "HOST_MEMORY"]
 DIRECTIONS = ("h2d", "d2h", "d2d")
 HOST_MEMORY = ("pinned", "pageable")
 

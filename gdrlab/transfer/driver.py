@@ -18,9 +18,9 @@ from ..units import parse_sizes
 from ..vocab import (BENCH_MODES, DEFAULT_CHUNK_BYTES, DEFAULT_PIPELINE_DEPTH, P2P_PATHS, PATHS, WIRES,
                      path_info, paths_over)
 from .buffers import cuda_status, gpus, machine, native
-from .copies import ProgressFn
+from .p2p import bench_path
 from .peers import LOCAL_PEERS, check_timeout, parse_peer, start_local_peer
-from .stats import auto_counts, result_columns, summarize
+from .stats import ProgressFn, auto_counts, result_columns, summarize
 from .tcp_wire import Connection
 from .verbs_wire import VerbsConnection, provenance_of_info, require_verbs
 
@@ -131,6 +131,7 @@ def bench(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, 
     hosts with a GPU each, which the local peer stands in for, do not contend like that.
     ``window`` (bandwidth messages in flight) and ``warmup`` (untimed iterations) default to
     values chosen by size; ``keep_samples`` keeps every sample in ``attrs["samples"]``.
+    ``timeout_s`` bounds every blocking call on a wire (local GPU copies have none to bound).
     ``progress(done, total, row)`` is called after each size. Every size ends with a verified
     exchange: no row is returned for corrupted data.
     """
@@ -147,8 +148,6 @@ def bench(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, 
 
 
 def _bench_p2p(opts: BenchOptions, progress: ProgressFn | None) -> Any:
-    from .p2p import bench_path
-
     n = len(gpus())
     dst = (opts.device + 1) % n if n > 1 else 1
     df = bench_path(opts.path, opts.device, dst, list(opts.sizes), opts.iters, warmup=opts.warmup,

@@ -20,8 +20,8 @@ from ..errors import InvalidArgument, Unavailable
 from ..units import format_size, parse_sizes
 from ..vocab import P2P_PATHS as _P2P_PATH_NAMES
 from .buffers import machine, native
-from .copies import ProgressFn, sweep_copies
-from .stats import Summary
+from .copies import sweep_copies
+from .stats import ProgressFn, Summary
 
 __all__ = [
     "P2P_PATHS", "p2p_bench", "bench_path", "MATRICES", "DEFAULT_LAT_SIZE", "DEFAULT_BW_SIZE", "Measure", "CanAccess", "choose_sizes",

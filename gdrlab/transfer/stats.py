@@ -6,11 +6,14 @@ Latencies are one-way (half round trips, like perftest and OSU); bandwidth is in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["Summary", "summarize", "result_columns", "auto_counts"]
+__all__ = ["ProgressFn", "Summary", "summarize", "result_columns", "auto_counts"]
+
+#: ``progress(done, total, row)``, called after each size of a sweep with the row just measured.
+ProgressFn = Callable[[int, int, dict], Any]
 
 
 @dataclass(frozen=True)
