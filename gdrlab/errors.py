@@ -16,7 +16,7 @@ class GdrlabError(Exception):
     """Base class. ``library``, ``call``, ``code`` and ``text`` describe the failing call."""
 
     def __init__(self, message: str = "", *, library: str = "", call: str = "", code: int = 0,
-                 text: str = ""):
+                 text: str = "") -> None:
         super().__init__(message)
         self.library = library
         self.call = call

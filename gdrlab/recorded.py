@@ -76,7 +76,7 @@ def load_document(name: str) -> dict:
     return doc
 
 
-def load(name: str):
+def load(name: str) -> Any:
     """The ``rows`` of a recorded file as a DataFrame with ``attrs["provenance"]``."""
     import pandas as pd
 

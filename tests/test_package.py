@@ -266,15 +266,16 @@ def test_engine_stub_is_what_stubgen_writes(tmp_path):
     assert (PKG / "py.typed").exists()
 
 
-def test_public_functions_of_the_engine_layers_are_annotated():
+def test_public_functions_of_the_engine_and_hardware_layers_are_annotated():
     import inspect
 
-    from gdrlab import engine, provenance, units, vocab
+    from gdrlab import engine, errors, hw, provenance, recorded, units, verbs, vocab
+    from gdrlab.hw import libs, nvml, paths, sysfs
     from gdrlab.transfer import buffers, copies, driver, mpi, p2p, peers, stats, tcp_wire, verbs_wire
 
     bare = []
-    for mod in (engine, provenance, units, vocab, buffers, copies, driver, mpi, p2p, peers, stats, tcp_wire,
-                verbs_wire):
+    for mod in (engine, errors, hw, provenance, recorded, units, verbs, vocab, libs, nvml, paths, sysfs, buffers,
+                copies, driver, mpi, p2p, peers, stats, tcp_wire, verbs_wire):
         for name in mod.__all__:
             obj = getattr(mod, name)
             funcs = [obj] if inspect.isfunction(obj) else [

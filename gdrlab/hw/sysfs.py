@@ -29,7 +29,7 @@ def norm_bus_id(bus_id: str) -> str:
     return f"{int(dom, 16):04x}:{bus.lower()}:{dev.lower()}.{fn}"
 
 
-def check_root(root) -> Path:
+def check_root(root: str | os.PathLike) -> Path:
     """The root as a Path; a clear error when it does not exist."""
     p = Path(os.fspath(root))
     if not p.is_dir():
@@ -119,7 +119,7 @@ def _listing(base: Path) -> list[str]:
     """The sorted entries of a sysfs folder; [] when the tree has no such folder."""
     return sorted(os.listdir(base)) if base.is_dir() else []
 
-def pci_devices(root="/") -> list[dict]:
+def pci_devices(root: str | os.PathLike = "/") -> list[dict]:
     """Every PCI function under ``ROOT/sys/bus/pci/devices`` with its sysfs attributes.
 
     Each dict has ``pci_bus_id``, ``class_id`` (24-bit), ``vendor_id``, ``device_id``,
@@ -157,7 +157,7 @@ def pci_devices(root="/") -> list[dict]:
     return out
 
 
-def rdma_devices(root="/") -> list[dict]:
+def rdma_devices(root: str | os.PathLike = "/") -> list[dict]:
     """RDMA devices under ``ROOT/sys/class/infiniband``: ports (state, rate, link layer) and PCI device."""
     r = check_root(root)
     base = r / "sys/class/infiniband"
@@ -190,7 +190,7 @@ def _kernel_release(root: Path) -> str | None:
     return read_text(root / "proc/sys/kernel/osrelease")
 
 
-def peer_memory(root="/") -> dict:
+def peer_memory(root: str | os.PathLike = "/") -> dict:
     """What the kernel offers for registering GPU memory with an RDMA device.
 
     ``nvidia_peermem_loaded`` (``/sys/module/nvidia_peermem``), the legacy ``nv_peer_mem``,
@@ -216,7 +216,7 @@ def peer_memory(root="/") -> dict:
     }
 
 
-def numa_cpus(root="/") -> dict[int, str]:
+def numa_cpus(root: str | os.PathLike = "/") -> dict[int, str]:
     """NUMA node -> its CPU list text, from ``ROOT/sys/devices/system/node/node*/cpulist``."""
     r = check_root(root)
     base = r / "sys/devices/system/node"
