@@ -16,9 +16,8 @@ from .transfer.copies import copy_bench
 from .transfer.driver import bench
 from .transfer.p2p import p2p_bench
 from .transfer.peers import MAX_TIMEOUT_S, LocalPeer, ThreadPeer
-from .transfer.peers import check_timeout as _check_timeout
-from .transfer.peers import parse_peer as _parse_peer
-from .transfer.stats import auto_counts as _auto_counts
+from .transfer.peers import check_timeout as _check_timeout  # noqa: F401 - `gdrlab serve` imports it from here
+from .transfer.peers import parse_peer as _parse_peer  # noqa: F401 - `gdrlab serve` imports it from here
 from .transfer.stats import ProgressFn, result_columns, summarize
 from .transfer.tcp_wire import Connection, connect
 from .transfer.verbs_wire import VerbsConnection
@@ -28,15 +27,14 @@ from .vocab import path_info, paths_over
 
 __all__ = [
     "TCP_PATHS", "GPU_PATHS", "Buffer", "Connection", "VerbsConnection", "LocalPeer", "ThreadPeer", "connect",
-    "bench", "copy_bench", "p2p_bench", "summarize", "result_columns", "cuda_status", "gpus", "export_dmabuf",
-    "native", "ProgressFn", "DEFAULT_CHUNK", "DEFAULT_DEPTH", "MAX_TIMEOUT_S", "Unavailable", "InvalidArgument",
-    "PeerTimeout",
+    "bench", "copy_bench", "p2p_bench", "summarize", "result_columns", "cuda_status", "gpus", "machine",
+    "export_dmabuf", "native", "ProgressFn", "DEFAULT_CHUNK", "DEFAULT_DEPTH", "MAX_TIMEOUT_S", "Unavailable",
+    "InvalidArgument", "PeerTimeout",
 ]
 
 #: Paths the tcp wire runs, and those of them whose buffers are in GPU memory.
 TCP_PATHS: tuple[str, ...] = paths_over("tcp")
 GPU_PATHS: tuple[str, ...] = tuple(p for p in TCP_PATHS if path_info(p).gpu)
-
 
 
 def _provenance(extra: dict[str, Any] | None = None) -> dict[str, Any]:

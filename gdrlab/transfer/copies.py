@@ -73,4 +73,5 @@ def copy_bench(direction: str = "h2d", sizes: Any = "8:64M", iters: int | None =
 
     rows, _ = sweep_copies(sizes, "copy-engine measurements need a GPU", sample, row, iters=iters, warmup=warmup,
                            auto_iters=lambda size: int(max(20, min(2000, (4 << 30) // size))), progress=progress)
-    return provenance.attach(pd.DataFrame(rows), provenance.live({"what": f"copy_bench {direction} {memory}"}, machine()))
+    prov = provenance.live({"what": f"copy_bench {direction} {memory}"}, machine())
+    return provenance.attach(pd.DataFrame(rows), prov)

@@ -24,8 +24,8 @@ from .copies import sweep_copies
 from .stats import ProgressFn, Summary
 
 __all__ = [
-    "P2P_PATHS", "p2p_bench", "bench_path", "MATRICES", "DEFAULT_LAT_SIZE", "DEFAULT_BW_SIZE", "Measure", "CanAccess", "choose_sizes",
-    "require_gpus", "live_measure", "live_can_access", "p2p_matrix", "format_matrix", "format_report",
+    "P2P_PATHS", "p2p_bench", "bench_path", "MATRICES", "DEFAULT_LAT_SIZE", "DEFAULT_BW_SIZE", "Measure", "CanAccess",
+    "choose_sizes", "require_gpus", "live_measure", "live_can_access", "p2p_matrix", "format_matrix", "format_report",
     "recorded_matrix",
 ]
 

@@ -18,7 +18,8 @@ from typing import Any, Union
 from ..errors import InvalidArgument, PeerTimeout, Unavailable
 from .buffers import native
 
-__all__ = ["MAX_TIMEOUT_S", "check_timeout", "parse_peer", "LocalPeer", "ThreadPeer", "Peer", "LOCAL_PEERS", "start_local_peer"]
+__all__ = ["MAX_TIMEOUT_S", "check_timeout", "parse_peer", "LocalPeer", "ThreadPeer", "Peer", "LOCAL_PEERS",
+           "start_local_peer"]
 
 # The engine takes timeouts as int milliseconds: larger values would not convert.
 MAX_TIMEOUT_S = 86400.0

@@ -26,9 +26,10 @@ class VerbsConnection(Connection):
     def _client_class() -> Any:
         return native().verbs.Client
 
-    def run(self, path: str, size: int, *, mode: str = "lat", iters: int = 100, warmup: int = 10,  # type: ignore[override]
-            window: int = 1, chunk: int = DEFAULT_CHUNK_BYTES, depth: int = DEFAULT_PIPELINE_DEPTH,
-            device: int = 0, seed: int | None = None, buffer: Buffer | None = None,
+    # returns the wire's info too, hence a wider tuple than Connection.run
+    def run(self, path: str, size: int, *, mode: str = "lat",  # type: ignore[override]
+            iters: int = 100, warmup: int = 10, window: int = 1, chunk: int = DEFAULT_CHUNK_BYTES,
+            depth: int = DEFAULT_PIPELINE_DEPTH, device: int = 0, seed: int | None = None, buffer: Buffer | None = None,
             offset: int = 0) -> tuple[Any, float, bool, dict[str, Any]]:
         """One test: ``(samples_s, bytes_per_sample, verified, info)``; ``info`` names the HCA,
         port, link layer, GID index, path MTU and both sides' registration mechanisms."""
