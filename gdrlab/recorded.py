@@ -77,7 +77,8 @@ def load_document(name: str) -> dict:
 
 
 def load(name: str) -> Any:
-    """The ``rows`` of a recorded file as a DataFrame with ``attrs["provenance"]``."""
+    """The ``rows`` of a recorded file as a DataFrame carrying its provenance (``attrs`` and the
+    ``source`` column of :func:`gdrlab.provenance.attach`, which survives ``pd.concat``)."""
     import pandas as pd
 
     doc = load_document(name)
@@ -85,9 +86,7 @@ def load(name: str) -> Any:
     if not isinstance(rows, list):
         raise RecordedDataInvalid(f"{name!r} has no 'rows' list"
                                   + (" (it holds a report: use load_report)" if "report" in doc else ""))
-    df = pd.DataFrame(rows)
-    df.attrs["provenance"] = dict(doc["provenance"])
-    return df
+    return _provenance.attach(pd.DataFrame(rows), doc["provenance"])
 
 
 def load_report(name: str) -> dict:
@@ -147,7 +146,7 @@ def live_or_recorded(measure_fn: Callable[[], Any] | None, recorded_name: str | 
             reason = f"cannot measure here ({exc})"
         else:
             if hasattr(df, "attrs") and "provenance" not in df.attrs:
-                df.attrs["provenance"] = {"kind": "live", "host": platform.node()}
+                df.attrs["provenance"] = _provenance.live()
             return LiveOrRecorded(df, "live", f"measured now on {platform.node()}")
     if recorded_name is None:
         return LiveOrRecorded(None, "none", reason + "; no recorded data for this measurement")

@@ -3,6 +3,7 @@ concatenation, file and function sizes, one version, and its types (mypy, the en
 from __future__ import annotations
 
 import ast
+import json
 import importlib.metadata
 import os
 import subprocess
@@ -143,6 +144,17 @@ def test_the_path_list_is_spelled_in_one_place():
     assert vocab.paths_over("tcp") == ("host", "staged", "shared", "pipelined")
     assert vocab.paths_over("verbs") == ("host", "staged", "shared", "pipelined", "gdr")
     assert vocab.P2P_PATHS == ("p2p", "p2p-staged")
+
+
+def test_vocabulary_and_model_work_without_the_compiled_engine():
+    code = ("import sys; sys.modules['gdrlab._native'] = None\n"  # as if the engine were not built
+            "from gdrlab import cli, vocab\n"
+            "assert vocab.PATHS[0] == 'host'\n"
+            "sys.exit(cli.main(['model', '--path', 'gdr', '--sizes', '8,1M', '--json']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["rows"]
+    assert [r["size"] for r in rows] == [8, 1 << 20] and {r["path"] for r in rows} == {"gdr"}
 
 
 def test_the_engine_and_the_vocabulary_agree():
