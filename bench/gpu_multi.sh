@@ -19,7 +19,7 @@ step "p2p-matrix"
 # the outer timeouts add up to less than the 300 s gpu_suite.sh allows this script
 timeout 70 $PY -m gdrlab p2p-matrix --sizes 8,256M --json > "$OUT/p2p_matrix.json" 2> "$OUT/p2p_matrix.err"
 echo "exit $?"; tail -2 "$OUT/p2p_matrix.err"
-$PY -c "import json, sys; from gdrlab.p2p import format_report; d = json.load(open(sys.argv[1]));
+$PY -c "import json, sys; from gdrlab.transfer.p2p import format_report; d = json.load(open(sys.argv[1]));
 print(format_report(d) if 'error' not in d else d['error']['message'])" "$OUT/p2p_matrix.json" \
   | tee "$OUT/p2p_matrix.txt" | head -30
 

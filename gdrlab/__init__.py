@@ -1,23 +1,22 @@
 """gdrlab: learn GPUDirect RDMA by measuring it.
 
 Importing gdrlab loads neither the CUDA driver nor libibverbs: they are opened on first use.
+``gdrlab.bench`` and ``gdrlab.copy_bench`` are :mod:`gdrlab.engine`'s.
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from typing import Any
+
+from . import errors
+from ._version import __version__
 
 __all__ = ["bench", "copy_bench", "errors", "__version__"]
 
-from . import errors
 
-
-def bench(*args, **kwargs):
-    """Measure one path over a wire; see :func:`gdrlab.engine.bench`."""
-    from .engine import bench as _bench
-    return _bench(*args, **kwargs)
-
-
-def copy_bench(*args, **kwargs):
-    """Measure copy-engine copies; see :func:`gdrlab.engine.copy_bench`."""
-    from .engine import copy_bench as _copy_bench
-    return _copy_bench(*args, **kwargs)
+def __getattr__(name: str) -> Any:
+    # bench and copy_bench come from the engine facade on first use, so `import gdrlab` stays light
+    # and the package never imports the modules below it at import time.
+    if name in ("bench", "copy_bench"):
+        from . import engine
+        return getattr(engine, name)
+    raise AttributeError(f"module 'gdrlab' has no attribute {name!r}")

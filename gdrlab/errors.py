@@ -16,7 +16,7 @@ class GdrlabError(Exception):
     """Base class. ``library``, ``call``, ``code`` and ``text`` describe the failing call."""
 
     def __init__(self, message: str = "", *, library: str = "", call: str = "", code: int = 0,
-                 text: str = ""):
+                 text: str = "") -> None:
         super().__init__(message)
         self.library = library
         self.call = call
@@ -87,5 +87,5 @@ def _from_native(kind: str, message: str, library: str, call: str, code: int, te
     cls = _BY_NATIVE_KIND.get(kind, GdrlabError)
     exc = cls(message, library=library, call=call, code=code, text=text)
     if isinstance(exc, OSError) and code:
-        exc.errno = code  # type: ignore[misc]
+        exc.errno = code
     return exc

@@ -19,12 +19,14 @@ import platform
 from pathlib import Path
 from typing import Any, Callable
 
+from . import provenance as _provenance
+
 __all__ = [
     "RecordedDataMissing", "RecordedDataInvalid", "data_dir", "available", "load", "load_document",
     "load_report", "provenance_label", "LiveOrRecorded", "live_or_recorded",
 ]
 
-_KINDS = ("live", "recorded", "modelled")
+_KINDS = _provenance.KINDS
 
 
 class RecordedDataMissing(FileNotFoundError):
@@ -74,8 +76,9 @@ def load_document(name: str) -> dict:
     return doc
 
 
-def load(name: str):
-    """The ``rows`` of a recorded file as a DataFrame with ``attrs["provenance"]``."""
+def load(name: str) -> Any:
+    """The ``rows`` of a recorded file as a DataFrame carrying its provenance (``attrs`` and the
+    ``source`` column of :func:`gdrlab.provenance.attach`, which survives ``pd.concat``)."""
     import pandas as pd
 
     doc = load_document(name)
@@ -83,9 +86,7 @@ def load(name: str):
     if not isinstance(rows, list):
         raise RecordedDataInvalid(f"{name!r} has no 'rows' list"
                                   + (" (it holds a report: use load_report)" if "report" in doc else ""))
-    df = pd.DataFrame(rows)
-    df.attrs["provenance"] = dict(doc["provenance"])
-    return df
+    return _provenance.attach(pd.DataFrame(rows), doc["provenance"])
 
 
 def load_report(name: str) -> dict:
@@ -101,28 +102,9 @@ def load_report(name: str) -> dict:
 
 
 def provenance_label(prov: Any, short: bool = False) -> str:
-    """A short human label: ``live on host (GPU)``, ``recorded on HW (date)``, ``modelled, profile X``.
-
-    ``prov`` is a provenance dict or anything with ``attrs["provenance"]`` (a DataFrame).
-    ``short=True`` keeps the first two comma-separated parts of the hardware (for legends).
-    """
-    if hasattr(prov, "attrs") and not isinstance(prov, dict):
-        prov = prov.attrs.get("provenance")
-    if not isinstance(prov, dict) or prov.get("kind") not in _KINDS:
-        raise ValueError("no provenance: set df.attrs['provenance'] = {'kind': 'live'|'recorded'|'modelled', ...}")
-    kind = prov["kind"]
-    if kind == "live":
-        where = prov.get("host") or "this machine"
-        gpu = prov.get("gpu")
-        return f"live on {where}" + (f" ({gpu})" if gpu else "")
-    if kind == "recorded":
-        hw = str(prov.get("hardware") or "unnamed hardware")
-        if short:
-            hw = ",".join(hw.split(",")[:2])
-        date = str(prov.get("date") or "")[:10]  # the day is enough for a legend
-        return f"recorded on {hw}" + (f" ({date})" if date else "")
-    profile = prov.get("profile") or "unnamed profile"
-    return f"modelled, profile {profile}"
+    """A short human label: ``live on host (GPU)``, ``recorded on HW (date)``, ``modelled, profile X``
+    (:func:`gdrlab.provenance.label`; ``prov`` is a provenance dict or a DataFrame carrying one)."""
+    return _provenance.label(prov, short)
 
 
 @dataclasses.dataclass
@@ -164,7 +146,7 @@ def live_or_recorded(measure_fn: Callable[[], Any] | None, recorded_name: str | 
             reason = f"cannot measure here ({exc})"
         else:
             if hasattr(df, "attrs") and "provenance" not in df.attrs:
-                df.attrs["provenance"] = {"kind": "live", "host": platform.node()}
+                df.attrs["provenance"] = _provenance.live()
             return LiveOrRecorded(df, "live", f"measured now on {platform.node()}")
     if recorded_name is None:
         return LiveOrRecorded(None, "none", reason + "; no recorded data for this measurement")

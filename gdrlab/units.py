@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from typing import Iterable, Union, cast
 
 __all__ = ["parse_size", "parse_sizes", "format_size"]
 
@@ -26,14 +27,17 @@ def parse_size(text: str | int) -> int:
     return value
 
 
-def parse_sizes(spec) -> list[int]:
+def parse_sizes(spec: str | int | Iterable[str | int]) -> list[int]:
     """A list of sizes from ``"8,4K,1M"``, a range ``"8:64M"`` (every power of two from the first
     to the last; both ends included even if not powers of two), a mix of the two, an int, or an
     iterable of those."""
-    if isinstance(spec, (int, str)) and not isinstance(spec, bool):
-        items = [spec] if isinstance(spec, int) else [p for p in str(spec).split(",") if p.strip()]
+    items: list[str | int]
+    if isinstance(spec, str):
+        items = [p for p in spec.split(",") if p.strip()]
+    elif isinstance(spec, int) and not isinstance(spec, bool):
+        items = [spec]
     else:
-        items = list(spec)
+        items = list(cast(Iterable[Union[str, int]], spec))  # a bool is refused here: not iterable
     if not items:
         raise ValueError("no sizes given")
     out: list[int] = []

@@ -15,11 +15,12 @@ loads libibverbs until it is used; ``status()`` says whether it can be.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from .engine import Buffer, _provenance, cuda_status, native
+from . import provenance as _prov
+from .transfer.buffers import Buffer, cuda_status, gpus, machine, native
 from .errors import InvalidArgument, Unavailable
 from .units import parse_sizes
 
@@ -28,10 +29,13 @@ __all__ = [
     "Device", "ProtectionDomain", "MemoryRegion", "ACCESS_DEFAULT",
 ]
 
+_C = TypeVar("_C")
+_O = TypeVar("_O", bound="_Owner")
+
 ACCESS_DEFAULT = 1 | 2 | 4  # IBV_ACCESS_LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ
 
 
-def _v():
+def _v() -> Any:
     return native().verbs
 
 
@@ -66,7 +70,6 @@ def peer_memory_status() -> dict:
         out["reg_dmabuf_mr_reason"] = st["reason"]
     cs = cuda_status()
     if cs["usable"]:
-        from .engine import gpus
         g = gpus()
         out["cuda_dmabuf"] = bool(g and g[0]["dmabuf_supported"])
         out["cuda_dmabuf_reason"] = "" if out["cuda_dmabuf"] else "GPU 0 reports CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 0"
@@ -123,7 +126,7 @@ class _Owner:
         self._children: list = []
         self._closed = False
 
-    def _adopt(self, child):
+    def _adopt(self, child: _C) -> _C:
         self._check_open()
         self._children.append(child)
         return child
@@ -143,10 +146,15 @@ class _Owner:
     def closed(self) -> bool:
         return self._closed
 
-    def __enter__(self):
+    def close(self) -> None:
+        """Close the children, newest first (subclasses then release their own object)."""
+        self._close_children()
+        self._closed = True
+
+    def __enter__(self: _O) -> _O:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
 
@@ -154,7 +162,7 @@ class Device(_Owner):
     """An opened RDMA device (``ibv_open_device``). ``name=None`` picks the first device with an
     ACTIVE port. Raises Unavailable with ``status()``'s reason when there is none."""
 
-    def __init__(self, name: str | None = None):
+    def __init__(self, name: str | None = None) -> None:
         super().__init__()
         st = status()
         if not st["library_found"]:
@@ -203,13 +211,13 @@ class Device(_Owner):
 class ProtectionDomain(_Owner):
     """``ibv_alloc_pd``: memory regions and queue pairs must share one to work together."""
 
-    def __init__(self, device: Device):
+    def __init__(self, device: Device) -> None:
         super().__init__()
         device._check_open()
         self.device = device
         self._n = _v().ProtectionDomain(device._n)
 
-    def reg_mr(self, memory, access: int = ACCESS_DEFAULT, *, length: int | None = None) -> "MemoryRegion":
+    def reg_mr(self, memory: Any, access: int = ACCESS_DEFAULT, *, length: int | None = None) -> "MemoryRegion":
         """Register host memory with ``ibv_reg_mr`` (it pins the pages). ``memory`` is a
         gdrlab Buffer (host kind), a numpy array, or an integer address with ``length``."""
         self._check_open()
@@ -247,7 +255,7 @@ class MemoryRegion:
     """A registered memory region: ``lkey``/``rkey`` name it to the HCA; ``mechanism`` is
     ``"host"``, ``"dmabuf"`` or ``"peermem"``; ``reg_us`` is how long registration took."""
 
-    def __init__(self, pd: ProtectionDomain, native_mr, keepalive=None):
+    def __init__(self, pd: ProtectionDomain, native_mr: Any, keepalive: Any = None) -> None:
         self.pd = pd
         self._n = native_mr
         self._keep = keepalive  # the memory must outlive the registration
@@ -268,10 +276,10 @@ class MemoryRegion:
         if self in self.pd._children:
             self.pd._children.remove(self)
 
-    def __enter__(self):
+    def __enter__(self) -> "MemoryRegion":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -279,7 +287,7 @@ class MemoryRegion:
         return f"<MemoryRegion {self.length} bytes via {self.mechanism} {state}>"
 
 
-def _address_of(memory, length: int | None):
+def _address_of(memory: Any, length: int | None) -> tuple[int, int, Any, str]:
     if isinstance(memory, Buffer):
         return memory.address, memory.size if length is None else int(length), memory, memory.kind
     if isinstance(memory, (int, np.integer)) and not isinstance(memory, bool):
@@ -293,7 +301,7 @@ def _address_of(memory, length: int | None):
 
 
 def registration_cost(sizes: Any = "4K:256M", memory: str = "host", *, repeats: int = 5, device: int = 0,
-                      how: str = "auto", rdma_device: str | None = None):
+                      how: str = "auto", rdma_device: str | None = None) -> Any:
     """Time ``ibv_reg_mr`` / ``ibv_reg_dmabuf_mr`` and ``ibv_dereg_mr`` against size.
 
     ``memory`` is ``"host"`` (page-aligned host memory) or ``"device"`` (GPU memory). Each size is
@@ -341,7 +349,7 @@ def registration_cost(sizes: Any = "4K:256M", memory: str = "host", *, repeats: 
             })
         hca = dev.name
     df = pd.DataFrame(rows)
-    df.attrs["provenance"] = _provenance({"what": f"registration_cost memory={memory}", "hca": hca,
-                                          "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    _prov.attach(df, _prov.live({"what": f"registration_cost memory={memory}", "hca": hca,
+                                 "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, machine()))
     df.attrs["bar1_reason"] = bar1_reason
     return df

@@ -14,6 +14,14 @@ Fixtures
     thread; yields a :class:`NativeServer` (``port``, ``token``, ``errors``, ``served``).
 ``gpu``
     Skips the test with the reason from ``gdrlab.engine.cuda_status()`` when no CUDA GPU is usable.
+``fake_verbs_lib``
+    The stand-in libibverbs of tests/fake_verbs, built once per session with g++ (skips without
+    g++); point ``GDRLAB_IBVERBS_LIB`` at it.
+
+Markers
+-------
+``gpu``, ``multigpu`` and ``rdma`` skip the test, with the reason, on machines without a usable
+CUDA GPU, without two of them, or without an RDMA device (:func:`pytest_runtest_setup`).
 ``run_cli``
     Runs ``python -m gdrlab ARGS...`` and returns the ``subprocess.CompletedProcess`` (text mode).
 ``fd_count`` / ``vmlck_kb``
@@ -234,7 +242,57 @@ def native_server() -> Iterator[NativeServer]:
     ns.stop()
 
 
+# --------------------------------------------------------------------------- hardware markers
+_HARDWARE: dict[str, str | None] = {}
+
+
+def _hardware_missing(marker: str) -> str | None:
+    """Why this machine cannot run tests marked ``marker`` (None when it can); asked once."""
+    if marker not in _HARDWARE:
+        from gdrlab.engine import cuda_status, gpus, native
+
+        st = cuda_status()
+        if marker == "gpu":
+            _HARDWARE[marker] = None if st["usable"] else "no CUDA GPU: " + st["reason"]
+        elif marker == "multigpu":
+            n = len(gpus())
+            _HARDWARE[marker] = None if n >= 2 else f"needs 2 or more CUDA GPUs, found {n}" + (
+                f" ({st['reason']})" if not st["usable"] else "")
+        else:
+            vs = native().verbs.status()
+            _HARDWARE[marker] = None if vs["devices"] else "no RDMA device: " + vs["reason"]
+    return _HARDWARE[marker]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked gpu, multigpu or rdma skip, saying why, where that hardware is missing."""
+    for marker in ("gpu", "multigpu", "rdma"):
+        if item.get_closest_marker(marker) is not None:
+            why = _hardware_missing(marker)
+            if why:
+                pytest.skip(why)
+
+
 # --------------------------------------------------------------------------- misc fixtures
+@pytest.fixture(scope="session")
+def fake_verbs_lib(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Path of the stand-in libibverbs (tests/fake_verbs), built once with g++."""
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    gxx = shutil.which("g++")
+    if not gxx:
+        pytest.skip("g++ is not installed: cannot build the stand-in libibverbs")
+    out = tmp_path_factory.mktemp("fakeibv") / "libfakeibverbs.so"
+    r = subprocess.run([gxx, "-std=c++17", "-shared", "-fPIC", "-O1", f"-I{root / 'native' / 'src'}",
+                        str(root / "tests" / "fake_verbs" / "fake_ibverbs.cc"),
+                        f"-Wl,--version-script={root / 'tests' / 'fake_verbs' / 'fake_ibverbs.map'}", "-o", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return str(out)
+
+
 @pytest.fixture
 def gpu() -> dict:
     """Skip unless a CUDA GPU is usable; returns ``gdrlab.engine.cuda_status()``."""

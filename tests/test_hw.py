@@ -149,14 +149,6 @@ def test_import_loads_no_driver_library():
 
 
 # ----------------------------------------------------------------------------- GPU machine
-def _cuda_reason() -> str | None:
-    from gdrlab.engine import cuda_status
-    try:
-        st = cuda_status()
-    except Exception as exc:  # engine not built
-        return str(exc)
-    return None if st["usable"] else st["reason"]
-
 
 def _smi(*args) -> str:
     return subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, check=True, timeout=60).stdout
@@ -224,9 +216,6 @@ def test_smi_q_parser(monkeypatch):
 
 @pytest.mark.gpu
 def test_doctor_matches_nvidia_smi_q():
-    why = _cuda_reason()
-    if why is not None:
-        pytest.skip("no CUDA GPU: " + why)
     if shutil.which("nvidia-smi") is None:
         pytest.skip("nvidia-smi not installed")
     before = _smi_q_gpus()

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from gdrlab import mpi
+from gdrlab.transfer import mpi
 from gdrlab.errors import Unavailable
 
 MPIRUN = shutil.which("mpirun") or shutil.which("mpiexec")
@@ -102,6 +102,20 @@ def test_rank1_failure_releases_rank0():
     proc = mpirun(2, "--path", "host", "--sizes", "8", env={"GDRLAB_MPI_HOST": "192.0.2.55"}, timeout_s=90)
     assert proc.returncode != 0
     assert "rank 1 could not start its server" in proc.stderr
+
+
+@needs_mpi
+def test_local_peer_option_is_refused():
+    proc = mpirun(2, "--path", "host", "--local-peer", "thread", "--json")
+    assert proc.returncode != 0 and "--local-peer" in json.loads(proc.stdout)["error"]["message"]
+
+
+@needs_mpi
+def test_warmup_and_window_are_accepted():
+    proc = mpirun(2, "--path", "host", "--sizes", "4K", "--warmup", "3", "--window", "2", "--iters", "5", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["rows"]
+    assert row["verified"] is True and row["iters"] == 5
 
 
 @needs_mpi

@@ -48,7 +48,7 @@ def _cli(*args, **env) -> subprocess.CompletedProcess:
 
 # ----------------------------------------------------------------------------------- loading
 def test_import_does_not_load_libibverbs():
-    r = _run_py("import gdrlab, gdrlab.verbs, gdrlab.verbs_bench, gdrlab._native\n"
+    r = _run_py("import gdrlab, gdrlab.verbs, gdrlab.transfer.verbs_wire, gdrlab._native\n"
                 "maps = open('/proc/self/maps').read()\n"
                 "print('ibverbs' in maps)")
     assert r.returncode == 0, r.stderr
@@ -113,14 +113,17 @@ def test_objects_need_a_device(library_without_devices):
 
 
 def test_bad_arguments_fail_before_the_device_check():
-    from gdrlab.verbs_bench import bench_verbs
+    from gdrlab.engine import bench
     import gdrlab.verbs as gv
-    with pytest.raises(InvalidArgument, match="valid: host, staged, shared, pipelined, gdr"):
-        bench_verbs(path="gdrcopy", sizes="8")
+    with pytest.raises(InvalidArgument, match="path 'gdrcopy' does not run over the verbs wire"):
+        bench(path="gdrcopy", sizes="8", wire="verbs")
+    with pytest.raises(InvalidArgument, match="unknown path 'warp'; valid over verbs: host, staged, shared, "
+                                              "pipelined, gdr"):
+        bench(path="warp", sizes="8", wire="verbs")
     with pytest.raises(InvalidArgument, match="1 GiB"):
-        bench_verbs(path="host", sizes="2G")
+        bench(path="host", sizes="2G", wire="verbs")
     with pytest.raises(InvalidArgument, match="mode"):
-        bench_verbs(path="host", sizes="8", mode="fast")
+        bench(path="host", sizes="8", mode="fast", wire="verbs")
     with pytest.raises(InvalidArgument, match="memory"):
         gv.registration_cost("4K", memory="managed")
 

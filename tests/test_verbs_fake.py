@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,22 +17,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FAKE_SRC = ROOT / "tests" / "fake_verbs" / "fake_ibverbs.cc"
-FAKE_MAP = ROOT / "tests" / "fake_verbs" / "fake_ibverbs.map"
 BENCH_COLUMNS = ["path", "wire", "size", "iters", "lat_min_us", "lat_p50_us", "lat_p99_us", "lat_mean_us", "bw_gbps",
-                 "verified", "chunk", "depth"]
+                 "verified", "chunk", "depth", "source"]
 
 SERVE_AND_BENCH = r"""
 import json, sys, threading
 from gdrlab import _native
-from gdrlab.verbs_bench import bench_verbs
+from gdrlab.engine import bench
 srv = _native.Server("127.0.0.1", 0, "tok", 10000)
 served = []
 t = threading.Thread(target=lambda: served.append(srv.serve_one(20000)))
 t.start()
 try:
-    df = bench_verbs(path=sys.argv[1], sizes=sys.argv[2], iters=int(sys.argv[3]), mode=sys.argv[4],
-                     peer=f"127.0.0.1:{srv.port}", token="tok", timeout_s=20)
+    df = bench(path=sys.argv[1], sizes=sys.argv[2], iters=int(sys.argv[3]), mode=sys.argv[4], wire="verbs",
+               peer=f"127.0.0.1:{srv.port}", token="tok", timeout_s=20)
     print(json.dumps({"columns": list(df.columns), "rows": df.to_dict(orient="records"),
                       "provenance": df.attrs["provenance"]}, default=str))
 except Exception as e:
@@ -42,16 +39,9 @@ t.join()
 """
 
 
-@pytest.fixture(scope="module")
-def fake_lib(tmp_path_factory) -> str:
-    gxx = shutil.which("g++")
-    if not gxx:
-        pytest.skip("g++ is not installed: cannot build the stand-in libibverbs")
-    out = tmp_path_factory.mktemp("fakeibv") / "libfakeibverbs.so"
-    r = subprocess.run([gxx, "-std=c++17", "-shared", "-fPIC", "-O1", f"-I{ROOT / 'native' / 'src'}", str(FAKE_SRC),
-                        f"-Wl,--version-script={FAKE_MAP}", "-o", str(out)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return str(out)
+@pytest.fixture
+def fake_lib(fake_verbs_lib: str) -> str:
+    return fake_verbs_lib
 
 
 def _py(fake_lib: str, code: str, *args: str, **env) -> dict:
@@ -97,8 +87,8 @@ def test_gpu_paths_need_a_gpu(fake_lib):
     from gdrlab.engine import cuda_status
     if cuda_status()["usable"]:
         pytest.skip("a GPU is present: this checks the message on machines without one")
-    code = ("import json\nfrom gdrlab.verbs_bench import bench_verbs\ntry:\n"
-            "    bench_verbs(path='gdr', sizes='8', peer='127.0.0.1:9')\n"
+    code = ("import json\nfrom gdrlab.engine import bench\ntry:\n"
+            "    bench(path='gdr', sizes='8', peer='127.0.0.1:9', wire='verbs')\n"
             "except Exception as e:\n    print(json.dumps({'error': type(e).__name__, 'message': str(e)}))\n")
     doc = _py(fake_lib, code)
     assert doc["error"] == "Unavailable" and "needs a GPU" in doc["message"]
@@ -166,7 +156,7 @@ def test_registration_objects(fake_lib):
 SERVER_REFUSES = r"""
 import json, os, threading
 from gdrlab import _native
-from gdrlab.verbs_bench import VerbsConnection
+from gdrlab.engine import VerbsConnection
 srv = _native.Server("127.0.0.1", 0, "tok", 10000)
 served = []
 t = threading.Thread(target=lambda: served.append(srv.serve_one(20000)))

@@ -1,7 +1,8 @@
 """GPU memory for an HCA: the dma-buf export (needs a GPU) and, where an HCA exists too,
 registration through dma-buf or nvidia-peermem and the verbs wire's paths over a real queue pair.
 
-Every test skips with the precise reason on machines without the hardware it needs.
+Every test skips with the precise reason on machines without the hardware it needs (the gpu and
+rdma markers, tests/conftest.py).
 """
 from __future__ import annotations
 
@@ -10,26 +11,12 @@ import os
 
 import pytest
 
-from gdrlab.engine import Buffer, cuda_status, export_dmabuf
+from gdrlab.engine import Buffer, export_dmabuf
 from gdrlab.errors import Unavailable, VerbsError
-
-
-def _need_gpu() -> None:
-    st = cuda_status()
-    if not st["usable"]:
-        pytest.skip("no CUDA GPU: " + st["reason"])
-
-
-def _need_hca() -> None:
-    import gdrlab.verbs as gv
-    st = gv.status()
-    if not st["devices"]:
-        pytest.skip("no RDMA device: " + st["reason"])
 
 
 @pytest.mark.gpu
 def test_dmabuf_export_of_gpu_memory():
-    _need_gpu()
     import gdrlab.verbs as gv
     size = 4 << 20
     buf = Buffer(size, "device")
@@ -64,8 +51,6 @@ def test_dmabuf_export_of_gpu_memory():
 @pytest.mark.gpu
 @pytest.mark.rdma
 def test_gpu_registration_through_dmabuf_or_peermem():
-    _need_gpu()
-    _need_hca()
     import gdrlab.verbs as gv
     pm = gv.peer_memory_status()
     buf = Buffer(8 << 20, "device")
@@ -89,8 +74,6 @@ def test_gpu_registration_through_dmabuf_or_peermem():
 @pytest.mark.gpu
 @pytest.mark.rdma
 def test_registration_cost_of_gpu_memory():
-    _need_gpu()
-    _need_hca()
     import gdrlab.verbs as gv
     try:
         df = gv.registration_cost("64K,16M", memory="device", repeats=3)
@@ -103,22 +86,21 @@ def test_registration_cost_of_gpu_memory():
 
 @pytest.mark.rdma
 def test_host_path_over_a_real_queue_pair():
-    _need_hca()
-    from gdrlab.verbs_bench import bench_verbs
-    df = bench_verbs(path="host", sizes="8,64K", iters=50)
-    assert df["verified"].all()
-    assert df.attrs["provenance"]["registration"] == "host"
+    from gdrlab.engine import bench
+    for local_peer in ("process", "thread"):
+        df = bench(path="host", sizes="8,64K", iters=50, wire="verbs", local_peer=local_peer)
+        assert df["verified"].all()
+        assert df.attrs["provenance"]["registration"] == "host"
+        assert df.attrs["provenance"]["peer"] == f"local {local_peer}"
 
 
 @pytest.mark.gpu
 @pytest.mark.rdma
 @pytest.mark.parametrize("path", ["gdr", "staged", "shared", "pipelined"])
 def test_gpu_paths_over_a_real_queue_pair(path):
-    _need_gpu()
-    _need_hca()
-    from gdrlab.verbs_bench import bench_verbs
+    from gdrlab.engine import bench
     try:
-        df = bench_verbs(path=path, sizes="8,1M", iters=20, chunk=256 * 1024, depth=4)
+        df = bench(path=path, sizes="8,1M", iters=20, chunk=256 * 1024, depth=4, wire="verbs")
     except Unavailable as exc:
         pytest.skip(f"{path} over verbs unavailable: {exc}")
     assert df["verified"].all()

@@ -1,31 +1,38 @@
 """``gdrlab bench``: measure a path over a wire."""
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import Any
 
-from ._common import add_json_flag, table
+from ..vocab import BENCH_MODES, BENCH_TABLE_COLUMNS, DEFAULT_CHUNK_BYTES, DEFAULT_PIPELINE_DEPTH, WIRES, paths_over
+from ._common import add_json_flag, emit_json, table
 
-COLUMNS = ["path", "wire", "size", "iters", "lat_min_us", "lat_p50_us", "lat_p99_us", "bw_gbps", "verified"]
 
-
-def add_parser(sub):
+def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "bench", help="measure latency and bandwidth of a transfer path",
         description="Ping-pong latency (half round trip) and streaming bandwidth of one path at each "
                     "size, verified. Without --peer a local `gdrlab serve` process is started.")
     p.add_argument("--path", default="host",
-                   help="host, staged, shared, pipelined (tcp) or gdr (verbs); default host")
-    p.add_argument("--wire", default="tcp", choices=["tcp", "verbs"], help="default tcp")
+                   help=f"{', '.join(p for p in paths_over('tcp') if p in paths_over('verbs'))} (tcp and verbs), "
+                        f"{', '.join(p for p in paths_over('verbs') if p not in paths_over('tcp'))} (verbs) or "
+                        f"{', '.join(paths_over('none'))} (GPU to GPU, no wire); default host")
+    p.add_argument("--wire", default=None, choices=list(WIRES), help="default tcp (GPU-to-GPU paths: none)")
     p.add_argument("--sizes", default="8:1M", help="e.g. 8,4K,1M or a range 8:64M (powers of two); default 8:1M")
     p.add_argument("--iters", type=int, default=None, help="timed iterations per size (default: by size)")
-    p.add_argument("--mode", default="both", choices=["lat", "bw", "both"])
+    p.add_argument("--warmup", type=int, default=None, help="untimed iterations before each test (default: by size)")
+    p.add_argument("--window", type=int, default=None,
+                   help="bandwidth messages in flight (default: by size)")
+    p.add_argument("--mode", default="both", choices=list(BENCH_MODES))
     p.add_argument("--peer", default=None, metavar="HOST:PORT", help="a running `gdrlab serve`")
     p.add_argument("--local-peer", default="auto", choices=["auto", "process", "thread"],
                    help="without --peer: the peer as a process or a thread of this process; auto (default): "
                         "process for host, thread for GPU paths (two processes time-slice one GPU)")
     p.add_argument("--token", default=None, help="token for --peer (default $GDRLAB_TOKEN)")
-    p.add_argument("--chunk", default="256K", help="pipelined chunk size (default 256K)")
-    p.add_argument("--depth", type=int, default=4, help="pipelined buffers in flight (default 4)")
+    p.add_argument("--chunk", default=None, help=f"pipelined chunk size (default {DEFAULT_CHUNK_BYTES >> 10}K)")
+    p.add_argument("--depth", type=int, default=None,
+                   help=f"pipelined buffers in flight (default {DEFAULT_PIPELINE_DEPTH})")
     p.add_argument("--device", type=int, default=0, help="GPU for GPU paths (default 0)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds any blocking call may wait")
     p.add_argument("--mpi", action="store_true",
@@ -34,29 +41,40 @@ def add_parser(sub):
     return p
 
 
-def run(args) -> int:
-    from ..units import format_size, parse_size
+def _progress(args: argparse.Namespace) -> Any:
+    from ..units import format_size
 
-    chunk = parse_size(args.chunk)
-    if args.mpi:
-        from ..mpi import bench_mpi
-        return bench_mpi(args, chunk)
-
-    def progress(done, total, row):
+    def progress(done: int, total: int, row: dict) -> None:
         if sys.stderr.isatty() or not args.json:
-            lat = row.get("lat_p50_us")
-            bw = row.get("bw_gbps")
-            print(f"[{done}/{total}] {format_size(row['size']):>6}  p50 {lat:9.2f} us  {bw:8.3f} GB/s",
-                  file=sys.stderr, flush=True)
+            print(f"[{done}/{total}] {format_size(row['size']):>6}  p50 {row['lat_p50_us']:9.2f} us  "
+                  f"{row['bw_gbps']:8.3f} GB/s", file=sys.stderr, flush=True)
+    return progress
 
-    from ..engine import bench
-    df = bench(path=args.path, sizes=args.sizes, iters=args.iters, mode=args.mode, wire=args.wire,
-               peer=args.peer, token=args.token, chunk=chunk, depth=args.depth, device=args.device,
-               timeout_s=args.timeout, progress=progress, local_peer=args.local_peer)
+
+def _print(df: Any, args: argparse.Namespace) -> None:
     rows = df.to_dict(orient="records")
     if args.json:
-        from ._common import emit_json
         emit_json({"rows": rows, "provenance": df.attrs.get("provenance", {})})
     else:
-        print(table([{k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows], COLUMNS))
+        print(table([{k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows],
+                    list(BENCH_TABLE_COLUMNS)))
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..units import parse_size
+
+    chunk = parse_size(args.chunk) if args.chunk is not None else None
+    if args.mpi:
+        from ..transfer.mpi import bench_mpi
+        status, df = bench_mpi(args, chunk, _progress(args))
+        if df is not None:
+            _print(df, args)
+        return status
+
+    from ..transfer.driver import bench
+    df = bench(path=args.path, sizes=args.sizes, iters=args.iters, mode=args.mode, wire=args.wire,
+               peer=args.peer, token=args.token, chunk=chunk, depth=args.depth, device=args.device,
+               window=args.window, warmup=args.warmup, timeout_s=args.timeout, progress=_progress(args),
+               local_peer=args.local_peer)
+    _print(df, args)
     return 0

@@ -1,12 +1,14 @@
 """``gdrlab p2p-matrix``: GPU-to-GPU bandwidth and latency for every pair, peer access on and off."""
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import Any
 
-from ._common import add_json_flag
+from ._common import add_json_flag, emit_json
 
 
-def add_parser(sub):
+def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "p2p-matrix", help="GPU-to-GPU bandwidth and latency matrices (p2p and p2p-staged paths)",
         description="For every ordered pair of GPUs: cuDeviceCanAccessPeer, unidirectional and "
@@ -20,10 +22,11 @@ def add_parser(sub):
     return p
 
 
-def run(args) -> int:
-    from .. import p2p
-    from ..engine import _provenance, cuda_status, gpus
+def run(args: argparse.Namespace) -> int:
+    from .. import provenance
     from ..errors import InvalidArgument
+    from ..transfer import p2p
+    from ..transfer.buffers import cuda_status, gpus, machine
 
     lat_size, bw_size = p2p.choose_sizes(args.sizes)
     if args.iters is not None and args.iters < 1:
@@ -32,16 +35,15 @@ def run(args) -> int:
     infos = gpus()
     p2p.require_gpus(len(infos), "" if status["usable"] else status["reason"])
 
-    def progress(done, total, what):
+    def progress(done: int, total: int, what: str) -> None:
         if not args.json or sys.stderr.isatty():
             print(f"[{done}/{total}] {what}", file=sys.stderr, flush=True)
 
     result = p2p.p2p_matrix(len(infos), p2p.live_measure(args.iters), p2p.live_can_access,
                             lat_size=lat_size, bw_size=bw_size, progress=progress,
-                            provenance=_provenance({"what": "gdrlab p2p-matrix",
-                                                    "gpus": [g["name"] for g in infos]}))
+                            provenance=provenance.live({"what": "gdrlab p2p-matrix",
+                                                          "gpus": [g["name"] for g in infos]}, machine()))
     if args.json:
-        from ._common import emit_json
         emit_json(result)
     else:
         print(p2p.format_report(result))

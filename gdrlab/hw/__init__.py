@@ -36,7 +36,7 @@ def cuda_gpus() -> tuple[list[dict], dict]:
         return [], {"usable": False, "reason": f"{type(exc).__name__}: {exc}", "driver_version": 0}
 
 
-def peer_memory(root="/", gpus: list[dict] | None = None, libraries: dict | None = None) -> dict:
+def peer_memory(root: str | os.PathLike = "/", gpus: list[dict] | None = None, libraries: dict | None = None) -> dict:
     """nvidia_peermem loaded? dma-buf usable (kernel 5.12+, a GPU with DMA_BUF_SUPPORTED,
     libibverbs with ``ibv_reg_dmabuf_mr``)? The reason says which part is missing."""
     out = _kernel_peer_memory(root)
@@ -114,7 +114,7 @@ def _gpus(root, live: bool, pci: list[dict]) -> tuple[list[dict], str, dict]:
     return out, reason, status
 
 
-def discover(root="/", probe_libs: bool | None = None) -> dict:
+def discover(root: str | os.PathLike = "/", probe_libs: bool | None = None) -> dict:
     """The doctor report: GPUs, RDMA devices, peer memory, libraries and every path's availability.
 
     Parameters
@@ -160,6 +160,6 @@ def discover(root="/", probe_libs: bool | None = None) -> dict:
     return report
 
 
-def doctor_report(root="/", probe_libs: bool | None = None) -> dict:
+def doctor_report(root: str | os.PathLike = "/", probe_libs: bool | None = None) -> dict:
     """Same as :func:`discover`."""
     return discover(root, probe_libs=probe_libs)

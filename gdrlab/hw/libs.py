@@ -76,7 +76,7 @@ print(json.dumps(out))
 '''
 
 
-def probe_libraries(names=LIBRARIES, timeout_s: float = 30.0) -> dict[str, dict]:
+def probe_libraries(names: tuple[str, ...] = LIBRARIES, timeout_s: float = 30.0) -> dict[str, dict]:
     """``{library: {found, path, version, reason}}`` for each library, probed in a subprocess."""
     try:
         proc = subprocess.run([sys.executable, "-c", _PROBE, *names], capture_output=True,

@@ -6,6 +6,7 @@ functions here, never at import of gdrlab.
 from __future__ import annotations
 
 import contextlib
+from typing import Iterable
 
 from .sysfs import norm_bus_id
 
@@ -15,7 +16,7 @@ __all__ = ["GpuList", "nvml_gpus", "nvlink_pairs"]
 class GpuList(list):
     """A list of GPU dicts that also says why it may be empty (``reason``)."""
 
-    def __init__(self, items=(), reason: str = ""):
+    def __init__(self, items: Iterable[dict] = (), reason: str = "") -> None:
         super().__init__(items)
         self.reason = reason
 

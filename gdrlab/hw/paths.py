@@ -1,13 +1,46 @@
 """Which transfer paths of DESIGN's vocabulary can run here, why not, and what would fix it."""
 from __future__ import annotations
 
-__all__ = ["PATHS", "path_availability"]
+from ..vocab import PATHS
 
-PATHS = ("host", "staged", "shared", "pipelined", "gdr", "gdrcopy", "p2p", "p2p-staged")
+__all__ = ["PATHS", "path_availability"]
 
 
 def _entry(ok: bool, reason: str, fix: str = "") -> dict:
     return {"available": bool(ok), "reason": reason, "fix": "" if ok else fix}
+
+
+def _gdr_entry(gpus: list[dict], no_gpu_reason: str, libs: dict, rdma: list[dict], peer: dict) -> dict:
+    """gdr needs a GPU, libibverbs, an active RDMA port and a way to register GPU memory."""
+    missing, fixes = [], []
+    if not gpus:
+        missing.append(no_gpu_reason)
+        fixes.append("an NVIDIA GPU with its driver")
+    elif not any(g.get("gdr_supported") for g in gpus):
+        missing.append("no GPU reports CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED")
+        fixes.append("a data-centre GPU and driver that support GPUDirect RDMA")
+    verbs = libs.get("libibverbs.so.1") or {}
+    if not verbs.get("found"):
+        missing.append(f"libibverbs.so.1 not found ({verbs.get('reason') or 'not probed'})")
+        fixes.append("install rdma-core (apt install libibverbs1 ibverbs-providers)")
+    if not rdma:
+        missing.append("no RDMA device found (/sys/class/infiniband is empty)")
+        fixes.append("an InfiniBand or RoCE HCA with its driver (e.g. mlx5_core, mlx5_ib)")
+    elif not any(d.get("active") for d in rdma):
+        missing.append("no RDMA port is ACTIVE (" + ", ".join(
+            f"{d['name']}: {'/'.join(str(p.get('state')) for p in d.get('ports') or []) or 'no ports'}"
+            for d in rdma) + ")")
+        fixes.append("connect the cable / bring the port up (subnet manager for InfiniBand)")
+    if not (peer.get("dmabuf_usable") or peer.get("nvidia_peermem_loaded")):
+        missing.append("no way to register GPU memory with the HCA: nvidia_peermem is not loaded and "
+                       f"dma-buf is not usable ({peer.get('dmabuf_reason') or 'unknown'})")
+        fixes.append("`sudo modprobe nvidia-peermem`, or use dma-buf (Linux 5.12+, CUDA 11.7+, "
+                     "open GPU kernel modules, rdma-core with ibv_reg_dmabuf_mr)")
+    if missing:
+        return _entry(False, "; ".join(missing), "; ".join(fixes))
+    via = "dma-buf" if peer.get("dmabuf_usable") else "nvidia_peermem"
+    names = ", ".join(d["name"] for d in rdma if d.get("active"))
+    return _entry(True, f"GPU memory can be registered with {names} via {via}")
 
 
 def path_availability(report: dict) -> dict[str, dict]:
@@ -41,37 +74,7 @@ def path_availability(report: dict) -> dict[str, dict]:
         ok, why = gpu_ok
         out[p] = _entry(ok, f"{what}: {why}" if ok else why, gpu_fix)
 
-    # gdr: GPU + libibverbs + an RDMA device + a way to register GPU memory.
-    missing, fixes = [], []
-    if not n_gpus:
-        missing.append(gpu_ok[1])
-        fixes.append("an NVIDIA GPU with its driver")
-    elif not any(g.get("gdr_supported") for g in gpus):
-        missing.append("no GPU reports CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED")
-        fixes.append("a data-centre GPU and driver that support GPUDirect RDMA")
-    verbs = libs.get("libibverbs.so.1") or {}
-    if not verbs.get("found"):
-        missing.append(f"libibverbs.so.1 not found ({verbs.get('reason') or 'not probed'})")
-        fixes.append("install rdma-core (apt install libibverbs1 ibverbs-providers)")
-    if not rdma:
-        missing.append("no RDMA device found (/sys/class/infiniband is empty)")
-        fixes.append("an InfiniBand or RoCE HCA with its driver (e.g. mlx5_core, mlx5_ib)")
-    elif not any(d.get("active") for d in rdma):
-        missing.append("no RDMA port is ACTIVE (" + ", ".join(
-            f"{d['name']}: {'/'.join(str(p.get('state')) for p in d.get('ports') or []) or 'no ports'}"
-            for d in rdma) + ")")
-        fixes.append("connect the cable / bring the port up (subnet manager for InfiniBand)")
-    if not (peer.get("dmabuf_usable") or peer.get("nvidia_peermem_loaded")):
-        missing.append("no way to register GPU memory with the HCA: nvidia_peermem is not loaded and "
-                       f"dma-buf is not usable ({peer.get('dmabuf_reason') or 'unknown'})")
-        fixes.append("`sudo modprobe nvidia-peermem`, or use dma-buf (Linux 5.12+, CUDA 11.7+, "
-                     "open GPU kernel modules, rdma-core with ibv_reg_dmabuf_mr)")
-    if missing:
-        out["gdr"] = _entry(False, "; ".join(missing), "; ".join(fixes))
-    else:
-        via = "dma-buf" if peer.get("dmabuf_usable") else "nvidia_peermem"
-        names = ", ".join(d["name"] for d in rdma if d.get("active"))
-        out["gdr"] = _entry(True, f"GPU memory can be registered with {names} via {via}")
+    out["gdr"] = _gdr_entry(gpus, gpu_ok[1], libs, rdma, peer)
 
     gdrapi = libs.get("libgdrapi.so.2") or {}
     dev = report.get("gdrdrv_present")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from ..errors import InvalidArgument
 
@@ -28,7 +29,7 @@ def norm_bus_id(bus_id: str) -> str:
     return f"{int(dom, 16):04x}:{bus.lower()}:{dev.lower()}.{fn}"
 
 
-def check_root(root) -> Path:
+def check_root(root: str | os.PathLike) -> Path:
     """The root as a Path; a clear error when it does not exist."""
     p = Path(os.fspath(root))
     if not p.is_dir():
@@ -83,7 +84,7 @@ def pci_device_path(root: Path, bus_id: str) -> list[str] | None:
 
 def _bars(text: str | None) -> list[dict]:
     """BAR sizes from the text file ``resource`` (one "start end flags" line per BAR)."""
-    out = []
+    out: list[dict] = []
     if not text:
         return out
     for i, line in enumerate(text.splitlines()):
@@ -113,7 +114,12 @@ def _link(text: str | None) -> float | None:
 _GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 
-def pci_devices(root="/") -> list[dict]:
+
+def _listing(base: Path) -> list[str]:
+    """The sorted entries of a sysfs folder; [] when the tree has no such folder."""
+    return sorted(os.listdir(base)) if base.is_dir() else []
+
+def pci_devices(root: str | os.PathLike = "/") -> list[dict]:
     """Every PCI function under ``ROOT/sys/bus/pci/devices`` with its sysfs attributes.
 
     Each dict has ``pci_bus_id``, ``class_id`` (24-bit), ``vendor_id``, ``device_id``,
@@ -124,10 +130,8 @@ def pci_devices(root="/") -> list[dict]:
     """
     r = check_root(root)
     base = r / "sys/bus/pci/devices"
-    if not base.is_dir():
-        return []
     out = []
-    for name in sorted(os.listdir(base)):
+    for name in _listing(base):
         if not PCI_ADDR.match(name):
             continue
         d = base / name
@@ -153,18 +157,16 @@ def pci_devices(root="/") -> list[dict]:
     return out
 
 
-def rdma_devices(root="/") -> list[dict]:
+def rdma_devices(root: str | os.PathLike = "/") -> list[dict]:
     """RDMA devices under ``ROOT/sys/class/infiniband``: ports (state, rate, link layer) and PCI device."""
     r = check_root(root)
     base = r / "sys/class/infiniband"
-    if not base.is_dir():
-        return []
     out = []
-    for name in sorted(os.listdir(base)):
+    for name in _listing(base):
         d = _resolve(r, base / name) or base / name  # the class entry links into sys/devices
         dev = _resolve(r, d / "device")
         bus = norm_bus_id(dev.name) if dev is not None and PCI_ADDR.match(dev.name) else None
-        ports = []
+        ports: list[dict[str, Any]] = []
         pdir = d / "ports"
         if pdir.is_dir():
             for p in sorted(os.listdir(pdir), key=lambda s: int(s) if s.isdigit() else 0):
@@ -188,7 +190,7 @@ def _kernel_release(root: Path) -> str | None:
     return read_text(root / "proc/sys/kernel/osrelease")
 
 
-def peer_memory(root="/") -> dict:
+def peer_memory(root: str | os.PathLike = "/") -> dict:
     """What the kernel offers for registering GPU memory with an RDMA device.
 
     ``nvidia_peermem_loaded`` (``/sys/module/nvidia_peermem``), the legacy ``nv_peer_mem``,
@@ -214,7 +216,7 @@ def peer_memory(root="/") -> dict:
     }
 
 
-def numa_cpus(root="/") -> dict[int, str]:
+def numa_cpus(root: str | os.PathLike = "/") -> dict[int, str]:
     """NUMA node -> its CPU list text, from ``ROOT/sys/devices/system/node/node*/cpulist``."""
     r = check_root(root)
     base = r / "sys/devices/system/node"

@@ -14,13 +14,12 @@ import numpy as np
 
 from ..errors import InvalidArgument, Unavailable
 from ..units import parse_sizes
+from ..vocab import NETWORK_PATHS, PATHS
 from .profile import Profile, get_profile
 
 __all__ = ["PATHS", "NETWORK_PATHS", "STAGES", "WIRES", "latency_us", "bandwidth_gbps", "evaluate",
            "predict", "predict_all", "stage_us", "available_paths", "check_path", "as_sizes"]
 
-PATHS = ("host", "staged", "shared", "pipelined", "gdr", "gdrcopy", "p2p", "p2p-staged")
-NETWORK_PATHS = ("host", "staged", "shared", "pipelined", "gdr", "gdrcopy")
 STAGES = ("copy-h2d-pinned", "copy-d2h-pinned", "copy-h2d-pageable", "copy-d2h-pageable", "memcpy",
           "wire-verbs", "wire-tcp", "gdrcopy-write", "gdrcopy-read", "p2p", "p2p-staged")
 WIRES = ("verbs", "tcp")

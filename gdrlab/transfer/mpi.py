@@ -1,7 +1,7 @@
 """``gdrlab bench --mpi``: two ranks started by ``mpirun -n 2`` or ``srun -n 2``.
 
 Rank 1 starts the engine's server and sends its address, port and a fresh token to rank 0 over
-MPI (mpi4py); rank 0 measures with :func:`gdrlab.engine.bench` and prints the result; rank 1
+MPI (mpi4py); rank 0 measures with :func:`gdrlab.transfer.driver.bench` and returns the result; rank 1
 serves until rank 0 says it is done. Both ranks on one host talk over 127.0.0.1; on two hosts
 rank 1 listens on the address its host uses to reach rank 0's host (``GDRLAB_MPI_HOST``
 overrides it). Every wait has a deadline, and a rank that cannot go on calls ``MPI_Abort`` so
@@ -16,15 +16,19 @@ import secrets
 import socket
 import sys
 import time
+from types import ModuleType
+from typing import Any, Callable
 
-from .errors import InvalidArgument, PeerTimeout, Unavailable
+from ..errors import InvalidArgument, PeerTimeout, Unavailable
+from .buffers import native
+from .driver import bench
 
 __all__ = ["import_mpi", "own_addresses", "listen_address", "bench_mpi"]
 
 TAG_INFO, TAG_DONE = 71, 72
 
 
-def import_mpi():
+def import_mpi() -> ModuleType:
     """``mpi4py.MPI``, or :class:`Unavailable` saying what to install."""
     try:
         from mpi4py import MPI
@@ -71,7 +75,7 @@ def listen_address(my_host: str, peer_host: str, peer_addrs: list[str] | tuple =
     return mine[0]
 
 
-def _wait_recv(comm, MPI, source: int, tag: int, deadline: float, what: str):
+def _wait_recv(comm: Any, MPI: Any, source: int, tag: int, deadline: float, what: str) -> Any:
     """A receive that gives up at ``deadline`` instead of blocking forever."""
     status = MPI.Status()
     while not comm.Iprobe(source=source, tag=tag, status=status):
@@ -81,15 +85,13 @@ def _wait_recv(comm, MPI, source: int, tag: int, deadline: float, what: str):
     return comm.recv(source=source, tag=tag)
 
 
-def _abort(comm, message: str) -> None:
+def _abort(comm: Any, message: str) -> None:
     print(f"gdrlab bench --mpi (rank {comm.Get_rank()}): {message}; aborting the job", file=sys.stderr, flush=True)
     comm.Abort(1)
 
 
-def _serve(comm, MPI, args) -> int:
+def _serve(comm: Any, MPI: Any, args: Any) -> int:
     """Rank 1: start the server, publish it, serve clients until rank 0 reports it is done."""
-    from .engine import native
-
     hosts = comm.allgather((socket.gethostname(), own_addresses()))
     info: dict
     try:
@@ -120,60 +122,36 @@ def _serve(comm, MPI, args) -> int:
             return 1
 
 
-def _measure(comm, MPI, args, chunk: int) -> int:
+def _measure(comm: Any, MPI: Any, args: Any, chunk: int | None, progress: Callable[..., Any] | None) -> Any:
     """Rank 0: receive the server's address, bench against it, tell rank 1 it is done."""
-    from .engine import bench
-
     comm.allgather((socket.gethostname(), own_addresses()))
     try:
         info = _wait_recv(comm, MPI, 1, TAG_INFO, time.monotonic() + max(60.0, 6 * args.timeout),
                           "the server address")
     except PeerTimeout as exc:
         _abort(comm, str(exc))
-        return 1
+        return None
     if not info["ok"]:
         raise Unavailable(f"rank 1 could not start its server: {info['error']}")
     outcome = {"ok": False}
     try:
         df = bench(path=args.path, sizes=args.sizes, iters=args.iters, mode=args.mode, wire=args.wire,
                    peer=f"{info['host']}:{info['port']}", token=info["token"], chunk=chunk, depth=args.depth,
-                   device=args.device, timeout_s=args.timeout, progress=_progress(args))
+                   device=args.device, window=getattr(args, "window", None), warmup=getattr(args, "warmup", None),
+                   timeout_s=args.timeout, progress=progress)
         outcome = {"ok": True}
     finally:
         comm.send(outcome, dest=1, tag=TAG_DONE)
     df.attrs["provenance"].update({"launcher": "mpi", "ranks": 2, "hosts": info["hosts"],
                                    "mpi": MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()})
-    _print(df, args)
-    return 0
+    return df
 
 
-def _progress(args):
-    from .units import format_size
+def bench_mpi(args: Any, chunk: int | None, progress: Callable[..., Any] | None = None) -> tuple[int, Any]:
+    """``gdrlab bench --mpi``: rank 0 measures, rank 1 serves. Returns ``(exit status, DataFrame
+    or None)``: rank 0's result, None on rank 1 (which has nothing to print) and on failure.
 
-    def progress(done, total, row):
-        if not args.json or sys.stderr.isatty():
-            print(f"[{done}/{total}] {format_size(row['size']):>6}  p50 {row['lat_p50_us']:9.2f} us  "
-                  f"{row['bw_gbps']:8.3f} GB/s", file=sys.stderr, flush=True)
-    return progress
-
-
-def _print(df, args) -> None:
-    from .commands._common import emit_json, table
-    from .commands.bench import COLUMNS
-
-    rows = df.to_dict(orient="records")
-    if args.json:
-        emit_json({"rows": rows, "provenance": df.attrs.get("provenance", {})})
-    else:
-        print(table([{k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows],
-                    COLUMNS))
-
-
-def bench_mpi(args, chunk: int) -> int:
-    """``gdrlab bench --mpi``: rank 0 measures, rank 1 serves; returns the exit status.
-
-    Needs exactly two ranks. ``--peer`` does not apply (the peer is rank 1). With ``--json`` only
-    rank 0 writes to stdout.
+    Needs exactly two ranks. ``--peer`` does not apply (the peer is rank 1).
     """
     MPI = import_mpi()
     comm = MPI.COMM_WORLD
@@ -181,6 +159,8 @@ def bench_mpi(args, chunk: int) -> int:
     problem = None
     if getattr(args, "peer", None):
         problem = "--mpi and --peer exclude each other: with --mpi the peer is rank 1"
+    elif getattr(args, "local_peer", "auto") != "auto":
+        problem = "--mpi and --local-peer exclude each other: with --mpi the peer is rank 1"
     elif size != 2:
         problem = f"--mpi needs exactly 2 ranks (mpirun -n 2 or srun -n 2); this job has {size}"
     if problem:
@@ -188,7 +168,8 @@ def bench_mpi(args, chunk: int) -> int:
         # rank 0 alone says why, so --json still prints one document
         if rank == 0:
             raise InvalidArgument(problem)
-        return 1
+        return 1, None
     if rank == 1:
-        return _serve(comm, MPI, args)
-    return _measure(comm, MPI, args, chunk)
+        return _serve(comm, MPI, args), None
+    df = _measure(comm, MPI, args, chunk, progress)
+    return (0 if df is not None else 1), df

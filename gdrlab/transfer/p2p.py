@@ -1,7 +1,7 @@
 """GPU-to-GPU copies between every pair of GPUs: the ``p2p`` and ``p2p-staged`` paths as matrices.
 
 What CUDA's ``p2pBandwidthLatencyTest`` sample shows, measured with the engine's
-``cuMemcpyPeerAsync`` loop (:func:`gdrlab.engine.p2p_bench`):
+``cuMemcpyPeerAsync`` loop (:func:`p2p_bench`):
 
 - ``can_access_peer``: ``cuDeviceCanAccessPeer`` for every ordered pair;
 - unidirectional and bidirectional bandwidth at a large size, peer access on (``p2p``: DMA over
@@ -13,14 +13,19 @@ measurement as an argument, so they run (and are tested) without GPUs.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
-from .errors import InvalidArgument, Unavailable
-from .units import format_size, parse_sizes
+from .. import provenance
+from ..errors import InvalidArgument, Unavailable
+from ..units import format_size, parse_sizes
+from ..vocab import P2P_PATHS as _P2P_PATH_NAMES
+from .buffers import machine, native
+from .copies import sweep_copies
+from .stats import ProgressFn, Summary
 
 __all__ = [
-    "P2P_PATHS", "bench_path", "MATRICES", "DEFAULT_LAT_SIZE", "DEFAULT_BW_SIZE", "Measure", "CanAccess", "choose_sizes",
-    "require_gpus", "live_measure", "live_can_access", "p2p_matrix", "format_matrix", "format_report",
+    "P2P_PATHS", "p2p_bench", "bench_path", "MATRICES", "DEFAULT_LAT_SIZE", "DEFAULT_BW_SIZE", "Measure", "CanAccess",
+    "choose_sizes", "require_gpus", "live_measure", "live_can_access", "p2p_matrix", "format_matrix", "format_report",
     "recorded_matrix",
 ]
 
@@ -36,8 +41,8 @@ MATRICES = (
 _ACCESS = {True: "peer_on", False: "peer_off"}
 _ACCESS_TEXT = {"peer_on": "peer access on: p2p", "peer_off": "peer access off: p2p-staged, through host memory"}
 
-#: the two GPU-to-GPU paths of DESIGN's vocabulary and the peer-access setting each one means
-P2P_PATHS = {"p2p": True, "p2p-staged": False}
+#: the two GPU-to-GPU paths of the vocabulary and the peer-access setting each one means
+P2P_PATHS = dict(zip(_P2P_PATH_NAMES, (True, False)))
 
 #: ``measure(src, dst, size_bytes, peer_access, bidirectional)`` -> ``{"lat_p50_us", "bw_gbps"}``
 Measure = Callable[[int, int, int, bool, bool], dict]
@@ -62,16 +67,44 @@ def require_gpus(n_gpus: int, reason: str = "") -> None:
                           f"{n_gpus}{why}")
 
 
-def bench_path(path: str = "p2p", src: int = 0, dst: int = 1, sizes="8:256M", iters: int | None = None, *,
-               bidirectional: bool = False, progress: Callable | None = None):
+def p2p_bench(src: int = 0, dst: int = 1, sizes: Any = "8:256M", iters: int | None = None, *,
+              peer_access: bool = True, bidirectional: bool = False, warmup: int | None = None,
+              progress: ProgressFn | None = None, keep_samples: bool = False) -> Any:
+    """GPU ``src`` to GPU ``dst`` with cuMemcpyPeerAsync, peer access on (P2P DMA over NVLink or
+    PCIe) or off (the driver stages through host memory). Raises Unavailable on one GPU.
+    Columns: src, dst, peer_access, bidirectional, size, iters, lat_min_us, lat_p50_us,
+    lat_p99_us, bw_gbps, source; ``attrs["samples"]`` with ``keep_samples``."""
+    import pandas as pd
+
+    def sample(size: int, n: int, wu: int) -> tuple[Any, float]:
+        s = native().peer_samples(src, dst, size, n, wu, peer_access, bidirectional)
+        return s, size * (2 if bidirectional else 1)
+
+    def row(size: int, n: int, summ: Summary) -> dict:
+        return {"src": src, "dst": dst, "peer_access": peer_access, "bidirectional": bidirectional,
+                "size": size, "iters": n, "lat_min_us": summ.min_us, "lat_p50_us": summ.p50_us,
+                "lat_p99_us": summ.p99_us, "bw_gbps": summ.gbps}
+
+    rows, kept = sweep_copies(sizes, "GPU-to-GPU copies need GPUs", sample, row, iters=iters, warmup=warmup,
+                              auto_iters=lambda size: int(max(20, min(1000, (8 << 30) // size))),
+                              progress=progress, keep_samples=keep_samples)
+    df = provenance.attach(pd.DataFrame(rows), provenance.live(
+        {"what": f"p2p_bench {src}->{dst} peer_access={peer_access}"}, machine()))
+    if keep_samples:
+        df.attrs["samples"] = kept
+    return df
+
+
+def bench_path(path: str = "p2p", src: int = 0, dst: int = 1, sizes: Any = "8:256M", iters: int | None = None, *,
+               bidirectional: bool = False, warmup: int | None = None, progress: ProgressFn | None = None,
+               keep_samples: bool = False) -> Any:
     """Measure the ``p2p`` (peer DMA) or ``p2p-staged`` (through host memory) path from GPU ``src``
     to GPU ``dst``, or both ways at once with ``bidirectional``. One DataFrame row per size, as
-    :func:`gdrlab.engine.p2p_bench`, with ``path`` and ``direction`` columns added."""
+    :func:`p2p_bench`, with ``path`` and ``direction`` columns added."""
     if path not in P2P_PATHS:
         raise InvalidArgument(f"unknown GPU-to-GPU path {path!r}; valid: {', '.join(P2P_PATHS)}")
-    from . import engine
-    df = engine.p2p_bench(src, dst, sizes, iters, peer_access=P2P_PATHS[path], bidirectional=bidirectional,
-                          progress=progress)
+    df = p2p_bench(src, dst, sizes, iters, peer_access=P2P_PATHS[path], bidirectional=bidirectional,
+                   warmup=warmup, progress=progress, keep_samples=keep_samples)
     df.insert(0, "path", path)
     df.insert(1, "direction", f"GPU{src}<->GPU{dst}" if bidirectional else f"GPU{src}->GPU{dst}")
     return df
@@ -80,16 +113,13 @@ def bench_path(path: str = "p2p", src: int = 0, dst: int = 1, sizes="8:256M", it
 def live_measure(iters: int | None = None) -> Measure:
     """A :data:`Measure` that runs the engine's ``cuMemcpyPeerAsync`` loop on this machine."""
     def measure(src: int, dst: int, size: int, peer_access: bool, bidirectional: bool) -> dict:
-        from . import engine
-        row = engine.p2p_bench(src, dst, [size], iters, peer_access=peer_access,
-                               bidirectional=bidirectional).iloc[0]
+        row = p2p_bench(src, dst, [size], iters, peer_access=peer_access, bidirectional=bidirectional).iloc[0]
         return {"lat_p50_us": float(row["lat_p50_us"]), "bw_gbps": float(row["bw_gbps"])}
     return measure
 
 
 def live_can_access(a: int, b: int) -> bool:
     """``cuDeviceCanAccessPeer(a, b)`` through the engine."""
-    from .engine import native
     return bool(native().can_access_peer(a, b))
 
 
@@ -147,7 +177,7 @@ def p2p_matrix(n_gpus: int, measure: Measure, can_access: CanAccess, *, lat_size
     return out
 
 
-def _fmt(value, unit: str) -> str:
+def _fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
     if unit == "us":

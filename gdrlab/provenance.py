@@ -1,0 +1,117 @@
+"""Where a result came from: one builder, one label format, carried with the rows.
+
+Every measured, recorded or modelled DataFrame says whether its points are ``live`` (measured
+now, on this machine), ``recorded`` (measured earlier on named hardware) or ``modelled``.
+:func:`attach` keeps the full description in ``df.attrs["provenance"]`` and the label in a
+``source`` column: ``pd.concat`` drops ``attrs`` whenever the frames differ, but the column
+travels with each row, so a concatenation of live and recorded rows still says which is which
+(``df.gdrlab.sources``).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+from typing import Any
+
+__all__ = ["KINDS", "SOURCE_COLUMN", "live", "label", "attach", "of", "sources"]
+
+KINDS = ("live", "recorded", "modelled")
+#: The column :func:`attach` adds: the label of each row's provenance.
+SOURCE_COLUMN = "source"
+
+
+def _version() -> str:
+    from ._version import __version__
+    return __version__
+
+
+def live(extra: dict[str, Any] | None = None, machine: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The provenance of a measurement made now on this machine: kind, host, UTC date and gdrlab
+    version, then ``machine`` (what the engine says about the hardware, e.g. ``gpu`` and
+    ``driver_version``: :func:`gdrlab.transfer.buffers.machine`), then ``extra``."""
+    prov: dict[str, Any] = {
+        "kind": "live",
+        "host": platform.node(),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "gdrlab": _version(),
+    }
+    prov.update(machine or {})
+    prov.update(extra or {})
+    return prov
+
+
+def of(data: Any) -> dict[str, Any] | None:
+    """The provenance dict of a DataFrame (``attrs``) or of a dict that is one; None if absent."""
+    if isinstance(data, dict):
+        return data
+    attrs = getattr(data, "attrs", None)
+    prov = attrs.get("provenance") if isinstance(attrs, dict) else None
+    return prov if isinstance(prov, dict) else None
+
+
+def label(prov: Any, short: bool = False) -> str:
+    """A short human label: ``live on host (GPU)``, ``recorded on HW (date)``, ``modelled, profile X``.
+
+    ``prov`` is a provenance dict or a DataFrame carrying one. ``short=True`` keeps the first two
+    comma-separated parts of the hardware (for legends). ValueError when there is no provenance.
+    """
+    found = of(prov)
+    if found is None or found.get("kind") not in KINDS:
+        raise ValueError("no provenance: set df.attrs['provenance'] = {'kind': 'live'|'recorded'|'modelled', ...}")
+    kind = found["kind"]
+    if kind == "live":
+        gpu = found.get("gpu")
+        return f"live on {found.get('host') or 'this machine'}" + (f" ({gpu})" if gpu else "")
+    if kind == "recorded":
+        hw = str(found.get("hardware") or "unnamed hardware")
+        if short:
+            hw = ",".join(hw.split(",")[:2])
+        date = str(found.get("date") or "")[:10]  # the day is enough for a legend
+        return f"recorded on {hw}" + (f" ({date})" if date else "")
+    level = found.get("level")
+    return f"modelled, profile {found.get('profile') or 'unnamed profile'}" + (f" ({level})" if level else "")
+
+
+def attach(df: Any, prov: dict[str, Any]) -> Any:
+    """Give ``df`` its provenance: ``attrs["provenance"]`` and a :data:`SOURCE_COLUMN` column
+    holding :func:`label` on every row. Returns ``df``."""
+    _register_accessor()
+    df.attrs["provenance"] = dict(prov)
+    df[SOURCE_COLUMN] = label(prov)
+    return df
+
+
+def sources(df: Any) -> list[str]:
+    """The distinct provenance labels of ``df``'s rows, in order of first appearance: from the
+    :data:`SOURCE_COLUMN` column, else from ``attrs``; [] when neither says."""
+    if SOURCE_COLUMN in getattr(df, "columns", ()):
+        return list(dict.fromkeys(str(v) for v in df[SOURCE_COLUMN]))
+    prov = of(df)
+    return [label(prov)] if prov is not None else []
+
+
+_registered = False
+
+
+def _register_accessor() -> None:
+    """``df.gdrlab.provenance`` and ``df.gdrlab.sources`` on every DataFrame (registered on first
+    use, so importing gdrlab does not import pandas)."""
+    global _registered
+    if _registered:
+        return
+    import pandas as pd
+
+    @pd.api.extensions.register_dataframe_accessor("gdrlab")
+    class _GdrlabAccessor:
+        def __init__(self, df: pd.DataFrame) -> None:
+            self._df = df
+
+        @property
+        def provenance(self) -> dict[str, Any] | None:
+            return of(self._df)
+
+        @property
+        def sources(self) -> list[str]:
+            return sources(self._df)
+
+    _registered = True

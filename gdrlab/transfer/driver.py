@@ -1,0 +1,233 @@
+"""The one sweep loop: parses sizes once, picks the wire, streams rows.
+
+Every wire (tcp, verbs, and the GPU-to-GPU copies that cross none) takes the same arguments;
+an argument a wire cannot honour is refused with one line naming it, never dropped.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import provenance
+from ..errors import InvalidArgument, Unavailable
+from ..units import parse_sizes
+from ..vocab import (BENCH_MODES, DEFAULT_CHUNK_BYTES, DEFAULT_PIPELINE_DEPTH, P2P_PATHS, PATHS, WIRES,
+                     path_info, paths_over)
+from .buffers import cuda_status, gpus, machine, native
+from .p2p import bench_path
+from .peers import LOCAL_PEERS, check_timeout, parse_peer, start_local_peer
+from .stats import ProgressFn, auto_counts, result_columns, summarize
+from .tcp_wire import Connection
+from .verbs_wire import VerbsConnection, provenance_of_info, require_verbs
+
+__all__ = ["bench", "BenchOptions"]
+
+
+def _require_gpu_for(path: str) -> None:
+    if path_info(path).gpu:
+        st = cuda_status()
+        if not st["usable"]:
+            raise Unavailable(f"path {path!r} needs a GPU: {st['reason']}")
+
+
+@dataclass(frozen=True)
+class _Wire:
+    connection: type[Connection]
+    require: Callable[[str], None]
+    provenance: Callable[[dict[str, Any]], dict[str, Any]]
+
+
+_WIRES: dict[str, _Wire] = {
+    "tcp": _Wire(Connection, _require_gpu_for, lambda info: {}),
+    "verbs": _Wire(VerbsConnection, require_verbs, provenance_of_info),
+}
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """The arguments of :func:`bench` once checked: sizes parsed, defaults resolved."""
+
+    path: str
+    wire: str
+    sizes: tuple[int, ...]
+    mode: str
+    iters: int | None
+    window: int | None
+    warmup: int | None
+    chunk: int
+    depth: int
+    device: int
+    timeout_s: float
+    keep_samples: bool
+
+
+def _check_path_and_wire(path: str, wire: str | None) -> str:
+    """The wire ``path`` runs over: ``"none"`` for the GPU-to-GPU copies, else ``wire`` (tcp by
+    default) after checking the path runs over it."""
+    if path in P2P_PATHS:
+        if wire not in (None, "none"):
+            raise InvalidArgument(f"path {path!r} copies between GPUs of this machine and crosses no wire; "
+                                  f"leave the wire unset (got {wire!r})")
+        return "none"
+    wire = wire or "tcp"
+    if wire not in WIRES:
+        raise InvalidArgument(f"unknown wire {wire!r}; valid: {', '.join(WIRES)}")
+    if path not in paths_over(wire):
+        if path not in PATHS:
+            raise InvalidArgument(f"unknown path {path!r}; valid over {wire}: {', '.join(paths_over(wire))}")
+        others = [w for w in WIRES if path in paths_over(w)]
+        hint = f"use --wire {others[0]}" if others else "see `gdrlab doctor`"
+        raise InvalidArgument(f"path {path!r} does not run over the {wire} wire ({hint})")
+    return wire
+
+
+def _options(path: str, sizes: Any, iters: int | None, mode: str, wire: str | None, chunk: int | None,
+             depth: int | None, device: int, window: int | None, warmup: int | None, timeout_s: float,
+             keep_samples: bool) -> BenchOptions:
+    wire = _check_path_and_wire(path, wire)
+    if mode not in BENCH_MODES:
+        raise InvalidArgument(f"unknown mode {mode!r}; valid: {', '.join(BENCH_MODES)}")
+    size_list = tuple(parse_sizes(sizes))
+    if wire != "none":
+        limit = int(native().MAX_DATA_BYTES)
+        for s in size_list:
+            if s > limit:
+                raise InvalidArgument(f"size {s} exceeds the {wire} wire's maximum message of {limit} bytes (1 GiB)")
+    for name, value, least in (("iters", iters, 1), ("window", window, 1), ("warmup", warmup, 0)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+                                  or value < least):
+            raise InvalidArgument(f"{name} must be at least {least}, got {value!r}")
+    if wire == "none" and (chunk is not None or depth is not None or window is not None):
+        raise InvalidArgument(f"chunk, depth and window do not apply to path {path!r} (one copy at a time, "
+                              "no pipeline)")
+    check_timeout(timeout_s)
+    return BenchOptions(path, wire, size_list, mode, iters, window, warmup,
+                        DEFAULT_CHUNK_BYTES if chunk is None else int(chunk),
+                        DEFAULT_PIPELINE_DEPTH if depth is None else int(depth), int(device), float(timeout_s),
+                        bool(keep_samples))
+
+
+def bench(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, mode: str = "both",
+          wire: str | None = None, peer: str | None = None, token: str | None = None, chunk: int | None = None,
+          depth: int | None = None, device: int = 0, window: int | None = None, warmup: int | None = None,
+          timeout_s: float = 10.0, progress: ProgressFn | None = None, keep_samples: bool = False,
+          local_peer: str = "auto") -> Any:
+    """Measure ``path`` over ``wire`` at each size; one DataFrame row per size.
+
+    Columns: :data:`gdrlab.vocab.BENCH_COLUMNS` (path, wire, size, iters, lat_min_us, lat_p50_us,
+    lat_p99_us, lat_mean_us, bw_gbps, verified, chunk, depth, source). ``wire`` is ``"tcp"`` (the
+    default) or ``"verbs"``; the GPU-to-GPU paths ``p2p`` and ``p2p-staged`` cross no wire (rows
+    say ``"none"``) and refuse ``peer``, ``token``, ``local_peer``, ``chunk``, ``depth`` and
+    ``window``. ``mode`` is ``"lat"``, ``"bw"`` or ``"both"``. With no ``peer`` a local peer is
+    started and stopped: ``local_peer="process"`` (a ``gdrlab serve`` process) or ``"thread"``
+    (in this process, sharing its CUDA context; see :class:`~gdrlab.transfer.peers.ThreadPeer`).
+    ``"auto"`` (the default) takes a process for ``host`` and a thread for the GPU paths: on one
+    GPU, two processes time-slice it between their contexts, which on an H200 added about 140 us
+    to every copy of up to 16 KiB (recorded in gdrlab/data/recorded/h200-peer-context.json); two
+    hosts with a GPU each, which the local peer stands in for, do not contend like that.
+    ``window`` (bandwidth messages in flight) and ``warmup`` (untimed iterations) default to
+    values chosen by size; ``keep_samples`` keeps every sample in ``attrs["samples"]``.
+    ``timeout_s`` bounds every blocking call on a wire (local GPU copies have none to bound).
+    ``progress(done, total, row)`` is called after each size. Every size ends with a verified
+    exchange: no row is returned for corrupted data.
+    """
+    if local_peer not in LOCAL_PEERS:
+        raise InvalidArgument(f"local_peer must be 'auto', 'process' or 'thread', got {local_peer!r}")
+    opts = _options(path, sizes, iters, mode, wire, chunk, depth, device, window, warmup, timeout_s, keep_samples)
+    if opts.wire == "none":
+        if peer is not None or token is not None or local_peer != "auto":
+            raise InvalidArgument(f"peer, token and local_peer do not apply to path {path!r}: it copies "
+                                  "between two GPUs of this machine")
+        return _bench_p2p(opts, progress)
+    _WIRES[opts.wire].require(path)
+    return _bench_over_wire(opts, peer, token, local_peer, progress)
+
+
+def _bench_p2p(opts: BenchOptions, progress: ProgressFn | None) -> Any:
+    n = len(gpus())
+    dst = (opts.device + 1) % n if n > 1 else 1
+    df = bench_path(opts.path, opts.device, dst, list(opts.sizes), opts.iters, warmup=opts.warmup,
+                    progress=progress, keep_samples=opts.keep_samples)
+    df.insert(2, "wire", "none")
+    if opts.mode == "lat":
+        df["bw_gbps"] = np.nan
+    elif opts.mode == "bw":
+        for col in ("lat_min_us", "lat_p50_us", "lat_p99_us"):
+            df[col] = np.nan
+    return df
+
+
+def _connect(stack: contextlib.ExitStack, opts: BenchOptions, peer: str | None, token: str | None,
+             local_peer: str) -> tuple[Connection, str]:
+    """The session the sweep runs in, and how to name the peer in the provenance."""
+    cls = _WIRES[opts.wire].connection
+    if peer is None:
+        local, kind = start_local_peer(local_peer, path_info(opts.path).gpu, opts.device, opts.timeout_s)
+        stack.enter_context(local)
+        return stack.enter_context(cls("127.0.0.1", local.port, local.token, opts.timeout_s)), f"local {kind}"
+    host, port = parse_peer(peer)
+    tok = token if token is not None else os.environ.get("GDRLAB_TOKEN", "")
+    return stack.enter_context(cls(host, port, tok, opts.timeout_s)), peer
+
+
+def _bench_over_wire(opts: BenchOptions, peer: str | None, token: str | None, local_peer: str,
+                     progress: ProgressFn | None) -> Any:
+    import pandas as pd
+
+    rows: list[dict[str, Any]] = []
+    samples: dict[int, dict[str, Any]] = {}
+    info: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        conn, peer_name = _connect(stack, opts, peer, token, local_peer)
+        # Warm the connection and both processes (page faults, caches, CPU clocks) before the
+        # first measured size, so that size is not the odd one out.
+        conn.measure(opts.path, min(opts.sizes[0], 1 << 20), mode="lat", iters=50, warmup=20, chunk=opts.chunk,
+                     depth=opts.depth, device=opts.device)
+        for i, size in enumerate(opts.sizes):
+            row, kept, info = _measure_size(conn, opts, size)
+            rows.append(row)
+            if opts.keep_samples:
+                samples[size] = kept
+            if progress is not None:
+                progress(i + 1, len(opts.sizes), row)
+        description = conn.server_description
+    what = {"what": f"gdrlab bench --path {opts.path} --wire {opts.wire}", "peer": peer_name,
+            "peer_description": description}
+    what.update(_WIRES[opts.wire].provenance(info))
+    df = provenance.attach(pd.DataFrame(rows), provenance.live(what, machine()))
+    if opts.keep_samples:
+        df.attrs["samples"] = samples
+    return df
+
+
+def _measure_size(conn: Connection, opts: BenchOptions,
+                  size: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """One size: latency and/or bandwidth as ``opts.mode`` asks; (row, samples, wire info)."""
+    lat_iters, auto_window, reps = auto_counts(size)
+    n_lat = opts.iters or lat_iters
+    n_bw = opts.iters or reps
+    row: dict[str, Any] = {"path": opts.path, "wire": opts.wire, "size": size,
+                           "iters": n_bw if opts.mode == "bw" else n_lat}
+    kept: dict[str, Any] = {}
+    verified = True
+    lat = bw = None
+    info: dict[str, Any] = {}
+    if opts.mode in ("lat", "both"):
+        wu = opts.warmup if opts.warmup is not None else max(2, min(n_lat // 10, 50))
+        s, nbytes, ok, info = conn.measure(opts.path, size, mode="lat", iters=n_lat, warmup=wu, window=1,
+                                           chunk=opts.chunk, depth=opts.depth, device=opts.device)
+        lat, verified = summarize(s, nbytes), verified and ok
+        kept["lat_us"] = np.asarray(s) * 1e6
+    if opts.mode in ("bw", "both"):
+        wu = opts.warmup if opts.warmup is not None else max(1, n_bw // 10)
+        s, nbytes, ok, info = conn.measure(opts.path, size, mode="bw", iters=n_bw, warmup=wu,
+                                           window=opts.window or auto_window, chunk=opts.chunk, depth=opts.depth,
+                                           device=opts.device)
+        bw, verified = summarize(s, nbytes), verified and ok
+        kept["bw_gbps"] = nbytes / np.asarray(s) / 1e9
+    row.update(result_columns(lat, bw, verified, opts.path, opts.chunk, opts.depth))
+    return row, kept, info

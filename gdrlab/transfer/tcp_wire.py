@@ -1,0 +1,111 @@
+"""The tcp wire: a session with a ``gdrlab serve`` peer over real sockets.
+
+The same session is the out-of-band channel of the verbs wire (:mod:`.verbs_wire` derives from
+:class:`Connection`), so argument checks and the call into the engine are written once here.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidArgument
+from ..vocab import DEFAULT_CHUNK_BYTES, DEFAULT_PIPELINE_DEPTH, MODES, paths_over
+from .buffers import Buffer, native
+from .peers import check_timeout, parse_peer
+
+__all__ = ["Connection", "connect", "U32_MAX"]
+
+#: Counts cross into the engine as unsigned 32-bit integers.
+U32_MAX = 2**32 - 1
+
+
+def check_test(wire: str, paths: tuple[str, ...], path: str, size: int, mode: str, counts: dict[str, int],
+               offset: int) -> None:
+    """InvalidArgument naming the argument unless one test's arguments are in range for ``wire``."""
+    if mode not in MODES:
+        raise InvalidArgument(f"unknown mode {mode!r}; valid: {', '.join(MODES)}")
+    if path not in paths:
+        raise InvalidArgument(f"unknown path {path!r} for the {wire} wire; valid: {', '.join(paths)}")
+    if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size <= 0:
+        raise InvalidArgument(f"size must be a positive integer, got {size!r}")
+    least = {"iters": 0, "warmup": 0, "device": 0, "window": 1, "depth": 1, "chunk": 1}
+    for name, value in counts.items():
+        if value < least[name]:
+            raise InvalidArgument(f"{name} must be >= {least[name]}, got {value}")
+        if name != "chunk" and value > U32_MAX:
+            raise InvalidArgument(f"{name} must be at most {U32_MAX}, got {value}")
+    if offset < 0:
+        raise InvalidArgument(f"offset must be >= 0, got {offset}")
+
+
+class Connection:
+    """A session with a ``gdrlab serve`` peer over the tcp wire."""
+
+    wire = "tcp"
+
+    def __init__(self, host: str, port: int, token: str = "", timeout_s: float = 10.0) -> None:
+        check_timeout(timeout_s)
+        self._c = self._client_class()(host, int(port), token or "", int(timeout_s * 1000))
+        self.peer = f"{host}:{port}"
+
+    @staticmethod
+    def _client_class() -> Any:
+        return native().Client
+
+    @property
+    def server_description(self) -> str:
+        """What the peer says about itself (host, GPU) in the handshake."""
+        return str(self._c.server_description)
+
+    def measure(self, path: str, size: int, *, mode: str = "lat", iters: int = 100, warmup: int = 10,
+                window: int = 1, chunk: int = DEFAULT_CHUNK_BYTES, depth: int = DEFAULT_PIPELINE_DEPTH,
+                device: int = 0, seed: int | None = None, buffer: Buffer | None = None,
+                offset: int = 0) -> tuple[Any, float, bool, dict[str, Any]]:
+        """One test on any wire: ``(samples_s, bytes_per_sample, verified, info)``; ``info`` is
+        what the wire reports about itself ({} for tcp)."""
+        check_test(self.wire, paths_over(self.wire), path, size, mode,
+                   {"iters": iters, "warmup": warmup, "window": window, "depth": depth, "chunk": chunk,
+                    "device": device}, offset)
+        if seed is None:
+            seed = secrets.randbits(63)
+        nb = buffer._b if buffer is not None else None
+        out = self._c.run(path, MODES.index(mode), int(size), int(iters), int(warmup), int(window), int(chunk),
+                          int(depth), int(device), int(seed), nb, int(offset))
+        info = dict(out[3]) if len(out) > 3 else {}
+        return out[0], out[1], bool(out[2]), info
+
+    def run(self, path: str, size: int, *, mode: str = "lat", iters: int = 100, warmup: int = 10,
+            window: int = 1, chunk: int = DEFAULT_CHUNK_BYTES, depth: int = DEFAULT_PIPELINE_DEPTH,
+            device: int = 0, seed: int | None = None, buffer: Buffer | None = None,
+            offset: int = 0) -> tuple[Any, float, bool]:
+        """One test. Returns ``(samples_s, bytes_per_sample, verified)``; samples are one-way
+        latencies (half round trips) for ``mode="lat"`` and window times for ``mode="bw"``."""
+        s, nbytes, ok, _ = self.measure(path, size, mode=mode, iters=iters, warmup=warmup, window=window,
+                                        chunk=chunk, depth=depth, device=device, seed=seed, buffer=buffer,
+                                        offset=offset)
+        return s, nbytes, ok
+
+    def transfer(self, buffer: Buffer, path: str, size: int | None = None, offset: int = 0, **kw: Any) -> bool:
+        """Send ``buffer[offset:offset+size]`` to the peer and back, verified; True on success."""
+        size = buffer.size - offset if size is None else size
+        return bool(self.measure(path, size, mode="verify", iters=0, warmup=0, buffer=buffer, offset=offset,
+                                 **kw)[2])
+
+    def close(self) -> None:
+        """End the session (the peer learns it at once)."""
+        self._c.close()
+
+    def __enter__(self) -> "Connection":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def connect(peer: str, token: str | None = None, timeout_s: float = 10.0) -> Connection:
+    """Connect to ``gdrlab serve`` at ``HOST:PORT``; the token defaults to $GDRLAB_TOKEN."""
+    host, port = parse_peer(peer)
+    return Connection(host, port, token if token is not None else os.environ.get("GDRLAB_TOKEN", ""), timeout_s)

@@ -1,0 +1,56 @@
+"""The verbs wire: the transfer paths over an RC queue pair (RDMA WRITE WITH IMM).
+
+The session starts over tcp (the out-of-band channel that exchanges queue-pair numbers, GIDs and
+keys), then every test runs over the queue pair. Which HCA each side uses comes from
+``GDRLAB_IB_DEV`` (``mlx5_0`` or ``mlx5_0:1``), ``GDRLAB_IB_GID_INDEX`` (RoCE) and
+``GDRLAB_GDR_REG`` (``auto``, ``dmabuf``, ``peermem``), read by each process.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import Unavailable
+from ..vocab import DEFAULT_CHUNK_BYTES, DEFAULT_PIPELINE_DEPTH
+from .buffers import Buffer, cuda_status, native
+from .tcp_wire import Connection
+
+__all__ = ["VerbsConnection", "require_verbs", "provenance_of_info"]
+
+
+class VerbsConnection(Connection):
+    """A tcp session with ``gdrlab serve`` whose tests run over a queue pair."""
+
+    wire = "verbs"
+
+    @staticmethod
+    def _client_class() -> Any:
+        return native().verbs.Client
+
+    # returns the wire's info too, hence a wider tuple than Connection.run
+    def run(self, path: str, size: int, *, mode: str = "lat",  # type: ignore[override]
+            iters: int = 100, warmup: int = 10, window: int = 1, chunk: int = DEFAULT_CHUNK_BYTES,
+            depth: int = DEFAULT_PIPELINE_DEPTH, device: int = 0, seed: int | None = None, buffer: Buffer | None = None,
+            offset: int = 0) -> tuple[Any, float, bool, dict[str, Any]]:
+        """One test: ``(samples_s, bytes_per_sample, verified, info)``; ``info`` names the HCA,
+        port, link layer, GID index, path MTU and both sides' registration mechanisms."""
+        return self.measure(path, size, mode=mode, iters=iters, warmup=warmup, window=window, chunk=chunk,
+                            depth=depth, device=device, seed=seed, buffer=buffer, offset=offset)
+
+
+def require_verbs(path: str) -> None:
+    """Unavailable, saying why, unless an RDMA device (and a GPU for a GPU path) is here."""
+    st = native().verbs.status()
+    if not st["devices"]:
+        raise Unavailable(f"the verbs wire needs an RDMA device: {st['reason']}")
+    if path != "host":
+        cs = cuda_status()
+        if not cs["usable"]:
+            raise Unavailable(f"path {path!r} needs a GPU: {cs['reason']}")
+
+
+def provenance_of_info(info: dict[str, Any]) -> dict[str, Any]:
+    """The provenance keys a verbs run adds: HCA, port, link layer, GID index, path MTU and how
+    each side registered its memory (host, dmabuf or peermem)."""
+    return {"hca": info.get("device"), "hca_port": info.get("port"), "link_layer": info.get("link_layer"),
+            "gid_index": info.get("gid_index"), "path_mtu_bytes": info.get("path_mtu_bytes"),
+            "registration": info.get("mechanism"), "peer_registration": info.get("peer_mechanism")}
