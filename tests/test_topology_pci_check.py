@@ -22,7 +22,8 @@ from sysfs_builder import BRIDGE_CLASS, GPU_CLASS, NVIDIA, gpu_nic_same_switch
 
 DATA = Path(__file__).parent / "data"
 FIXTURE = DATA / "hwloc" / "32em64t-2n8c2t-pci-normalio.xml"
-DGX2 = (DATA / "hwloc" / "nvidiaDGX2.xml").read_text()
+SHIPPED = Path(__file__).resolve().parents[1] / "gdrlab" / "data" / "hwloc"  # real machines
+DGX2 = (SHIPPED / "nvidiaDGX2.xml").read_text()
 
 
 def _quiet(load, *args):
@@ -48,7 +49,7 @@ def test_hand_edited_fixture_is_flagged_with_a_warning():
 
 @pytest.mark.parametrize("name", ["nvidiaDGX2", "power8gpudistances"])
 def test_real_exports_pass_silently(name):
-    topo = _quiet(from_hwloc, DATA / "hwloc" / f"{name}.xml")
+    topo = _quiet(from_hwloc, SHIPPED / f"{name}.xml")
     assert topo.pci_problems == [] and check_pci_tree(topo.root) == []
     assert topo.to_json()["warnings"] == []
 
