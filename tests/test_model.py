@@ -142,8 +142,8 @@ def test_pipelined_is_fill_steady_drain_not_a_sum():
     # Hand-built stages: copies at 10 GB/s, wire at 5 GB/s, no fixed costs; 4 chunks of 1 MiB.
     # Pipeline: fill (one D2H chunk) + 4 wire chunks (bottleneck) + drain (one H2D chunk).
     kw = dict(ce_launch_h2d_us=0, ce_launch_d2h_us=0, ce_ramp_h2d_us=0, ce_ramp_d2h_us=0, gpu_pcie_gbps=10,
-              ce_eff=1, doorbell_us=0, completion_us=0, nic_lat_us=0, nic_wire_gbps=5, nic_pcie_gbps=100,
-              pcie_eff=1, sw_overhead_us=0)
+              ce_eff=1, ce_eff_d2h=1, ce_issue_us=0, doorbell_us=0, completion_us=0, nic_lat_us=0,
+              nic_wire_gbps=5, wire_eff=1, nic_pcie_gbps=100, pcie_eff=1, sw_overhead_us=0)
     c = MiB
     expect = c / 10e3 + 4 * c / 5e3 + c / 10e3
     got = lat(HOPPER, "pipelined", 4 * c, chunk=c, depth=4, **kw)
@@ -163,12 +163,12 @@ def test_overrides_and_placement():
     base = model.get_profile(DGX1)
     slow = base.with_overrides(p2p_read_gbps=0.8)
     assert slow.params["p2p_read_gbps_switch"] == 0.8  # the alias hits the active placement
-    assert base.params["p2p_read_gbps_switch"] == 12.0  # the original is untouched
+    assert base.params["p2p_read_gbps_switch"] == 15.75  # the original is untouched
     assert bw(slow, "gdr", 64 * MiB) == pytest.approx(0.8, rel=1e-3)
     assert bw(DGX1, "gdr", 64 * MiB, p2p_read_gbps=0.8) == pytest.approx(0.8, rel=1e-3)
     assert "override" in slow.sources["p2p_read_gbps_switch"]
     xs = model.get_profile(DGX1, placement="cross-socket", p2p_read_gbps=2.0)
-    assert xs.params["p2p_read_gbps_xsocket"] == 2.0 and xs.params["p2p_read_gbps_switch"] == 12.0
+    assert xs.params["p2p_read_gbps_xsocket"] == 2.0 and xs.params["p2p_read_gbps_switch"] == 15.75
 
 
 def test_borrowed_nic_is_labelled_what_if():
