@@ -18,7 +18,8 @@ from . import routes as R
 from .pipeline import schedule
 from .profile import Profile, get_profile
 
-__all__ = ["PATHS", "NETWORK_PATHS", "STAGES", "WIRES", "latency_us", "bandwidth_gbps", "evaluate",
+__all__ = ["PATHS", "NETWORK_PATHS", "STAGES", "WIRES", "latency_us", "bandwidth_gbps", "evaluate", "evaluate_full",
+           "explain", "default_paths",
            "predict", "predict_all", "stage_us", "available_paths", "check_path", "as_sizes"]
 
 PATHS = ("host", "staged", "shared", "pipelined", "gdr", "gdrcopy", "p2p", "p2p-staged")
@@ -126,6 +127,16 @@ def _wire_name(links: dict) -> str:
 
 def evaluate_full(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: float, depth: float):
     """(latency_us, bw_gbps, bottleneck names) arrays for a checked profile, path and wire."""
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        lat, bw, neck = _evaluate(prof, path, s, wire=wire, chunk=chunk, depth=depth)
+    if not (np.all(np.isfinite(lat)) and np.all(np.isfinite(bw))):
+        changed = ", ".join(f"{k}={v:g}" for k, v in prof.overrides.items()) or "none"
+        raise InvalidArgument(f"the model of path {path!r} overflows with these parameters (overrides: {changed}); "
+                              "use values nearer the profile's")
+    return lat, bw, neck
+
+
+def _evaluate(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: float, depth: float):
     p = prof.params
     sw = p["sw_overhead_us"]
     links = R.route(p, path, prof.placement, wire, _nvlink(prof))
@@ -202,6 +213,30 @@ def available_paths(profile: Profile | str) -> list[str]:
     return out
 
 
+def default_paths(profile: Profile | str, wire: str | None = None) -> list[str]:
+    """The paths a sweep shows by default: those the profile can run over ``wire`` (gdr needs verbs)."""
+    prof = get_profile(profile)
+    w = wire or prof.wire
+    return [p for p in available_paths(prof) if not (p == "gdr" and w != "verbs")]
+
+
+def explain(profile: Profile | str, path: str, size: float, *, placement: str | None = None,
+            chunk: int | None = None, depth: int | None = None, wire: str | None = None, **overrides) -> dict:
+    """Why ``path`` takes what it takes at ``size``: every link on its route with its rate, the
+    bottleneck of streaming, latency and bandwidth."""
+    prof, c, d = _resolve(profile, placement, chunk, depth, wire, overrides)
+    w = check_path(prof, path, wire if path in NETWORK_PATHS else None)
+    s = as_sizes([size])
+    lat, bw, neck = evaluate_full(prof, path, s, wire=w, chunk=c, depth=d)
+    links = R.route(prof.params, path, prof.placement, w if path in NETWORK_PATHS else "tcp", _nvlink(prof))
+    if path not in NETWORK_PATHS:
+        links = {k: v for k, v in links.items() if k != "tcp"}
+    return {"path": path, "size": int(s[0]), "wire": w if path in NETWORK_PATHS else None,
+            "links_gbps": links, "slowest_link": min(links, key=lambda k: links[k]),
+            "bottleneck": str(neck[0]), "lat_us": float(lat[0]), "bw_gbps": float(bw[0]),
+            "profile": prof.name, "level": prof.level, "placement": prof.placement}
+
+
 def check_path(prof: Profile, path: str, wire: str | None = None) -> str:
     """Raise if ``prof`` cannot run ``path`` over ``wire``; return the wire used."""
     if path not in PATHS:
@@ -255,7 +290,7 @@ def bandwidth_gbps(profile: Profile | str, path: str, sizes: Any, **kw) -> np.nd
 
 def _provenance(prof: Profile, wire: str, overrides: dict, chunk: float, depth: float) -> dict:
     from .. import __version__
-    return {"kind": "modelled", "profile": prof.name, "placement": prof.placement, "wire": wire,
+    return {"kind": "modelled", "profile": prof.name, "level": prof.level, "placement": prof.placement, "wire": wire,
             "overrides": dict(prof.overrides), "follows": prof.follows,
             "chunk": int(chunk), "depth": int(depth), "gdrlab": __version__}
 
@@ -269,8 +304,9 @@ def predict(profile_or_name: Profile | str, path: str, sizes: Any = "8:64M", *, 
     prof, c, d = _resolve(profile_or_name, placement, chunk, depth, wire, overrides)
     w = check_path(prof, path, wire)
     s = as_sizes(sizes)
-    lat, bw = evaluate(prof, path, s, wire=w, chunk=c, depth=d)
-    df = pd.DataFrame({"path": path, "size": s.astype(np.int64), "lat_us": lat, "bw_gbps": bw})
+    lat, bw, neck = evaluate_full(prof, path, s, wire=w, chunk=c, depth=d)
+    df = pd.DataFrame({"path": path, "size": s.astype(np.int64), "lat_us": lat, "bw_gbps": bw,
+                       "bottleneck": neck, "level": prof.level})
     df.attrs["provenance"] = _provenance(prof, w, overrides, c, d)
     return df
 
@@ -282,14 +318,15 @@ def predict_all(profile_or_name: Profile | str, sizes: Any = "8:64M", paths=None
     prof, c, d = _resolve(profile_or_name, kw.pop("placement", None), kw.pop("chunk", None),
                           kw.pop("depth", None), kw.get("wire"), {k: v for k, v in kw.items() if k != "wire"})
     wire = kw.get("wire")
-    todo = list(paths) if paths is not None else available_paths(prof)
+    todo = list(paths) if paths is not None else default_paths(prof, wire)
     s = as_sizes(sizes)
     size_col = s.astype(np.int64)
     frames = []
     for path in todo:
         w = check_path(prof, path, wire if path in NETWORK_PATHS else None)
-        lat, bw = evaluate(prof, path, s, wire=w, chunk=c, depth=d)
-        frames.append(pd.DataFrame({"path": path, "size": size_col, "lat_us": lat, "bw_gbps": bw}))
+        lat, bw, neck = evaluate_full(prof, path, s, wire=w, chunk=c, depth=d)
+        frames.append(pd.DataFrame({"path": path, "size": size_col, "lat_us": lat, "bw_gbps": bw,
+                                    "bottleneck": neck, "level": prof.level}))
     df = pd.concat(frames, ignore_index=True)
     overrides = {k: v for k, v in kw.items() if k != "wire"}
     df.attrs["provenance"] = _provenance(prof, wire or prof.wire, overrides, c, d)

@@ -86,6 +86,11 @@ PARAMS: dict[str, tuple[str, str, str]] = {
     "p2p_staged_chunk_bytes": ("bytes", "bytes", "the driver's staging chunk (pipeline fill)"),
 }
 
+#: What-if ranges that keep every prediction finite: 1 kB/s to 1 PB/s, up to 1000 s, up to 1 PB.
+RATE_RANGE = (1e-6, 1e6)
+TIME_MAX = 1e9
+BYTES_MAX = 1e15
+
 #: Short names that mean "this quantity at the active placement".
 ALIASES = {"p2p_read_gbps": "p2p_read_gbps_{}", "p2p_write_gbps": "p2p_write_gbps_{}"}
 
@@ -114,13 +119,16 @@ def check_value(name: str, value) -> float:
     unit, kind, _ = PARAMS[name]
     if v != v or v in (float("inf"), float("-inf")):
         raise InvalidArgument(f"parameter {name} must be finite, got {value!r}")
-    if kind == "rate" and v <= 0:
-        raise InvalidArgument(f"parameter {name} is a rate and must be > 0 {unit}, got {v}")
-    if kind in ("time", "bytes") and v < 0:
-        raise InvalidArgument(f"parameter {name} must be >= 0 {unit}, got {v}")
+    if kind == "rate" and not RATE_RANGE[0] <= v <= RATE_RANGE[1]:
+        raise InvalidArgument(f"parameter {name} is a rate and must be between {RATE_RANGE[0]:g} and "
+                              f"{RATE_RANGE[1]:g} {unit}, got {v:g}")
+    if kind == "time" and not 0 <= v <= TIME_MAX:
+        raise InvalidArgument(f"parameter {name} must be between 0 and {TIME_MAX:g} {unit}, got {v:g}")
+    if kind == "bytes" and not 0 <= v <= BYTES_MAX:
+        raise InvalidArgument(f"parameter {name} must be between 0 and {BYTES_MAX:g} {unit}, got {v:g}")
     if kind == "fraction" and not 0 < v <= 1:
         raise InvalidArgument(f"parameter {name} is a fraction and must be in (0, 1], got {v}")
-    if kind == "count" and (v < 1 or v != int(v)):
+    if kind == "count" and (v < 1 or v > 1024 or v != int(v)):
         raise InvalidArgument(f"parameter {name} must be a whole number >= 1, got {v}")
     if name in ("chunk_bytes", "gpu_page_bytes", "p2p_staged_chunk_bytes") and v < 1:
         raise InvalidArgument(f"parameter {name} must be at least 1 byte, got {v}")
