@@ -196,7 +196,7 @@ def test_k20_bar1_wall_raises_enomem():
 # ----------------------------------------------------------------------------- API shape
 def test_predict_frame_and_provenance():
     df = model.predict(IVB, "gdr", "8:1M")
-    assert list(df.columns) == ["path", "size", "lat_us", "bw_gbps"]
+    assert list(df.columns) == ["path", "size", "lat_us", "bw_gbps", "bottleneck", "level"]
     assert df["size"].iloc[0] == 8 and df["size"].iloc[-1] == MiB
     prov = df.attrs["provenance"]
     assert prov["kind"] == "modelled" and prov["profile"] == IVB
