@@ -78,12 +78,13 @@ def run(args) -> int:
 
     action = "list" if args.list else args.action
     if action == "list":
-        rows = [{"name": n, "description": model.get_profile(n).description} for n in model.profiles()]
+        rows = [{"name": n, "level": model.get_profile(n).level, "description": model.get_profile(n).description}
+                for n in model.profiles()]
         if args.json:
             emit_json({"profiles": rows})
         else:
             for r in rows:
-                print(f"{r['name']}\n    {r['description']}\n")
+                print(f"{r['name']} ({r['level']} level)\n    {r['description']}\n")
         return 0
 
     prof, overrides = _profile(args)
