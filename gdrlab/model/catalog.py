@@ -259,9 +259,10 @@ def _hopper_ndr() -> dict:
         "description": (
             "H100/H200 SXM with one ConnectX-7 NDR 400 Gb/s NIC per GPU under a shared PCIe 5 switch "
             "(DGX/HGX H100 style), two sockets. GDR reaches close to the 400 Gb/s line rate and wins at "
-            "every size: the 2013 read limit that set seed error 1's hybrid threshold is gone. Even "
-            "across sockets (about 24 GB/s) GDR stays ahead of pipelined staging, whose per-chunk "
-            "cudaMemcpy launches hold it near 20 GB/s. Seed 2's 4 MB figures do not add up (4 MB at "
+            "every size when GPU and NIC share a switch or a host bridge: the 2013 read limit that set seed "
+            "error 1's hybrid threshold is gone there. Across sockets the NIC reads GPU memory at about "
+            "24 GB/s and pipelined staging (copies queued on streams, bound by the 32 GB/s UPI link) overtakes "
+            "GDR above about 5-6 MB: the 2013 placement lesson again, at a larger size. Seed 2's 4 MB figures do not add up (4 MB at "
             "380 Gb/s takes 84-88 us, not 3 us); the model gives the arithmetic."),
         "placement": "same-switch",
         "level": "verbs",

@@ -122,12 +122,12 @@ def _fit_ce(rows, p: dict, fitted: dict, label: str):
     best = None
     grid = [0.0] + list(np.geomspace(256, 16 << 20, 65)) if n_sizes >= 4 else [0.0]
     for rb in grid:
-        cols = {f"ce_launch_{d}_us": np.array([1.0 if x == d else 0.0 for x in dirs]) for d in set(dirs)}
+        cols = {f"ce_launch_{d}_us": np.array([1.0 if x == d else 0.0 for x in dirs]) for d in sorted(set(dirs))}
         if rb > 0:
-            for d in set(dirs):
+            for d in sorted(set(dirs)):
                 cols[f"ce_ramp_{d}_us"] = np.array([1.0 if x == d else 0.0 for x in dirs]) * s / (s + rb)
         if n_sizes >= 2:
-            for d in set(dirs):
+            for d in sorted(set(dirs)):
                 cols[f"_x_{d}"] = np.array([1.0 if x == d else 0.0 for x in dirs]) * s
             off = 0.0
         else:
@@ -155,7 +155,7 @@ def _fit_ce(rows, p: dict, fitted: dict, label: str):
         p["ce_ramp_bytes"] = float(round(rb))
         fitted["ce_ramp_bytes"] = (label, len(sel), rms)
     else:
-        for d in set(dirs):
+        for d in sorted(set(dirs)):
             p[f"ce_ramp_{d}_us"] = 0.0
             fitted[f"ce_ramp_{d}_us"] = (label + " (no ramp needed)", len(sel), rms)
 
