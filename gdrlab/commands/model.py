@@ -142,6 +142,10 @@ def run(args) -> int:
             print(table(pol, ["lo", "hi", "path"]))
         return 0
 
+    return _predict(model, args, prof, kw, label)
+
+
+def _predict(model, args, prof, kw: dict, label: str) -> int:
     paths = _paths(args)
     df = model.predict_all(prof, args.sizes, paths=paths, **kw)
     rows = df.to_dict(orient="records")

@@ -41,6 +41,18 @@ PERFTEST241 = ("scaled from perftest issue #241: ib_write_bw --use_cuda across s
                "23 GB/s from host memory (A30, 200 Gb/s): 0.48 of the wire")
 
 
+def _kepler_topology(gpu: dict) -> dict:
+    return {"sockets": 2, "peer_access": False, "peer_link": "pcie",
+            "peer_access_reason": "GPU0 and GPU1 sit on different sockets and Sandy/Ivy Bridge "
+                                  "do not carry peer-to-peer traffic across QPI",
+            "devices": {
+                "GPU0": {**gpu, "socket": 0, "host_bridge": "socket0", "switch": None},
+                "NIC0": {"kind": "nic", "name": "ConnectX-3 FDR (mlx4_0)", "socket": 0, "host_bridge": "socket0",
+                         "switch": None},
+                "GPU1": {**gpu, "socket": 1, "host_bridge": "socket1", "switch": None},
+            }}
+
+
 def _kepler_snb() -> dict:
     gpu = {"kind": "gpu", "name": "Tesla K20"}
     return {
@@ -57,15 +69,7 @@ def _kepler_snb() -> dict:
             "on the other socket: no peer access across QPI, so p2p is unavailable (p2p-staged is)."),
         "placement": "same-host-bridge",
         "level": "MPI",
-        "topology": {"sockets": 2, "peer_access": False, "peer_link": "pcie",
-                     "peer_access_reason": "GPU0 and GPU1 sit on different sockets and Sandy/Ivy Bridge "
-                                           "do not carry peer-to-peer traffic across QPI",
-                     "devices": {
-            "GPU0": {**gpu, "socket": 0, "host_bridge": "socket0", "switch": None},
-            "NIC0": {"kind": "nic", "name": "ConnectX-3 FDR (mlx4_0)", "socket": 0, "host_bridge": "socket0",
-                     "switch": None},
-            "GPU1": {**gpu, "socket": 1, "host_bridge": "socket1", "switch": None},
-        }},
+        "topology": _kepler_topology(gpu),
         "params": {
             "gpu_pcie_gbps": (8.0, "Tesla K20 is a PCIe 2.0 x16 card (board spec BD-06455): " + PCIE2_X16),
             "ce_eff": (0.75, "about 6 GB/s pinned copies on PCIe 2.0 x16 (the K20's practical rate, kit curriculum "
