@@ -1,10 +1,10 @@
 """Predictions: one-way latency and streaming bandwidth of every path against message size.
 
-Each stage costs ``fixed + size / rate`` (plus, for copy-engine copies, a measured ramp). A path is
-the sum of its stages for one message (latency); its streaming bandwidth is set by the busiest
-resource when messages follow each other (sender CPU, NIC, receiver CPU). ``pipelined`` is a
-three-stage pipeline of fixed-size chunks: fill, steady state at the slowest stage, drain.
-Sizes are numpy arrays, so a 30-point sweep of every path costs well under a millisecond per path.
+Each stage costs a fixed part plus bytes over the slowest link it crosses (:mod:`.routes` names
+every link on a path's route). A path's latency is its stages in sequence; its streaming bandwidth
+is set by its busiest resource (a thread, a link, a buffer pool), which every row names as the
+bottleneck. ``pipelined`` runs the exact chunk schedule of :mod:`.pipeline`. Sizes are numpy
+arrays, so a 30-point sweep of every path costs a few milliseconds per profile.
 """
 from __future__ import annotations
 
