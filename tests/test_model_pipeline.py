@@ -69,3 +69,34 @@ def test_schedule_vectorised_over_messages():
     got = schedule(full, lasts, delay, ns, depth)
     want = [fifo_sim(full, lasts[:, i], delay, int(ns[i]), depth) for i in range(2)]
     assert got == pytest.approx(want, rel=1e-9)
+
+
+def _stage_costs(p: dict, x: float, wire_rate: float):
+    """Occupancy and delay of each stage for an x-byte chunk, as docs/model.md states them."""
+    def copy(direction, eff):
+        rb = p["ce_ramp_bytes"]
+        ramp = p[f"ce_ramp_{direction}_us"] * (x / (x + rb) if rb > 0 else 1.0)
+        issue = min(p["ce_issue_us"], p[f"ce_launch_{direction}_us"])
+        return issue + ramp + x / (p["gpu_pcie_gbps"] * eff * 1e3), p[f"ce_launch_{direction}_us"] - issue
+    o1, d1 = copy("d2h", p["ce_eff_d2h"])
+    o3, d3 = copy("h2d", p["ce_eff"])
+    o2, d2 = p["doorbell_us"] + x / (wire_rate * 1e3), p["nic_lat_us"] + p["completion_us"]
+    return [o1, o2, o3], [d1, d2, d3]
+
+
+@pytest.mark.parametrize("name", ["volta-dgx1", "hopper-ndr", "kepler-ivb-2014"])
+@pytest.mark.parametrize("depth", [1, 2, 5, 16])
+def test_pipelined_path_matches_fifo_simulation(name, depth):
+    from gdrlab import model
+
+    p = model.get_profile(name).params
+    wire_rate = min(p["nic_wire_gbps"] * p["wire_eff"], p["nic_pcie_gbps"] * p["pcie_eff"])
+    chunk = 64 * 1024
+    for n in (1, 2, 3, 8, 33, 128, 256):
+        for tail in (1, chunk // 3, chunk):
+            size = (n - 1) * chunk + tail
+            full, delay = _stage_costs(p, chunk, wire_rate)
+            last, _ = _stage_costs(p, tail, wire_rate)
+            want = fifo_sim(full, last, delay, n, depth) + p["sw_overhead_us"]
+            got = float(model.latency_us(name, "pipelined", [size], chunk=chunk, depth=depth, wire="verbs")[0])
+            assert got == pytest.approx(want, rel=0.02), (name, depth, n, tail)
