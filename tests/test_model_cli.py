@@ -80,6 +80,8 @@ def test_show_lists_every_parameter_with_a_source(capsys):
     (["--set", "bogus=1"], "InvalidArgument", "nic_wire_gbps"),
     (["--set", "nic_wire_gbps=-3"], "InvalidArgument", "--set nic_wire_gbps=-3"),
     (["--set", "nic_wire_gbps=1e-300"], "InvalidArgument", "--set nic_wire_gbps=1e-300"),
+    (["--chunk", "0"], "InvalidArgument", "--chunk 0"),
+    (["--depth", "5000"], "InvalidArgument", "depth must be a whole number from 1 to 1024"),
     (["--set", "tcp_lat_us=1e300"], "InvalidArgument", "--set tcp_lat_us=1e+300"),
     (["--set", "nic_wire_gbps"], "InvalidArgument", "KEY=VALUE"),
     (["--sizes", "0"], "InvalidArgument", "at least 1 byte"),

@@ -90,7 +90,10 @@ def run(args) -> int:
     prof, overrides = _profile(args)
     kw = {}
     if args.chunk is not None:
-        kw["chunk"] = parse_size(args.chunk)
+        try:
+            kw["chunk"] = parse_size(args.chunk)
+        except ValueError as exc:
+            raise InvalidArgument(f"--chunk {args.chunk}: {exc}") from None
     if args.depth is not None:
         kw["depth"] = args.depth
     if args.wire is not None:

@@ -266,8 +266,8 @@ def _resolve(profile, placement, chunk, depth, wire, overrides):
     depth_n = float(depth) if depth is not None else prof.params["depth"]
     if chunk_b < 1:
         raise InvalidArgument(f"chunk must be at least 1 byte, got {chunk}")
-    if depth_n < 1 or depth_n != int(depth_n):
-        raise InvalidArgument(f"depth must be a whole number >= 1, got {depth}")
+    if not 1 <= depth_n <= 1024 or depth_n != int(depth_n):
+        raise InvalidArgument(f"depth must be a whole number from 1 to 1024, got {depth}")
     return prof, chunk_b, depth_n
 
 
