@@ -122,7 +122,8 @@ def provenance_label(prov: Any, short: bool = False) -> str:
         date = str(prov.get("date") or "")[:10]  # the day is enough for a legend
         return f"recorded on {hw}" + (f" ({date})" if date else "")
     profile = prov.get("profile") or "unnamed profile"
-    return f"modelled, profile {profile}"
+    level = prov.get("level")  # what the profile's latencies include: verbs or MPI
+    return f"modelled, profile {profile}" + (f" ({level} level)" if level else "")
 
 
 @dataclasses.dataclass
