@@ -11,9 +11,12 @@ import pytest
 from gdrlab.model.pipeline import schedule
 
 
-def fifo_sim(occ_full, occ_last, delay, n_chunks, depth):
+def fifo_sim(occ_full, occ_last, delay, n_chunks, depth, streamed=False):
     """Simulate chunk by chunk: each server serves chunks in order; a chunk needs a free buffer on
-    the sender side to start its copy-out and one on the receiver side to start on the wire."""
+    the sender side to start its copy-out and one on the receiver side to start on the wire.
+    ``streamed`` (tcp): the data waits in the kernel, so the sender never waits for a receiver
+    buffer; the receive copy into it (as long as the wire occupancy) ends no earlier than one
+    receive copy after that buffer frees."""
     send_free = [0.0] * depth          # times at which each sender buffer becomes free (a heap)
     recv_free = [0.0] * depth
     heapq.heapify(send_free)
@@ -30,10 +33,12 @@ def fifo_sim(occ_full, occ_last, delay, n_chunks, depth):
         ready = t + delay[0]
         # stage 2: the wire, into a receiver buffer; frees the sender buffer when done
         buf_r = heapq.heappop(recv_free)
-        t = max(ready, server_free[1], buf_r) + occ[1]
+        t = max(ready, server_free[1], 0.0 if streamed else buf_r) + occ[1]
         server_free[1] = t
         heapq.heappush(send_free, t)
         ready = t + delay[1]
+        if streamed:  # the receive copy into the user buffer cannot end before the buffer is free
+            ready = max(ready, buf_r + occ[1])
         # stage 3: copy-in; frees the receiver buffer
         t = max(ready, server_free[2]) + occ[2]
         server_free[2] = t
@@ -55,10 +60,11 @@ def _cases():
     return cases
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["rdma", "tcp"])
 @pytest.mark.parametrize("full,last,delay,n,depth", _cases())
-def test_schedule_matches_fifo_simulation(full, last, delay, n, depth):
-    want = fifo_sim(full, last, delay, n, depth)
-    got = float(schedule(full, np.array(last)[:, None], delay, np.array([n]), depth)[0])
+def test_schedule_matches_fifo_simulation(full, last, delay, n, depth, streamed):
+    want = fifo_sim(full, last, delay, n, depth, streamed)
+    got = float(schedule(full, np.array(last)[:, None], delay, np.array([n]), depth, streamed=streamed)[0])
     assert got == pytest.approx(want, rel=0.02), (full, last, delay, n, depth)
 
 
@@ -71,7 +77,7 @@ def test_schedule_vectorised_over_messages():
     assert got == pytest.approx(want, rel=1e-9)
 
 
-def _stage_costs(p: dict, x: float, wire_rate: float):
+def _stage_costs(p: dict, x: float, wire_rate: float, wire: str = "verbs"):
     """Occupancy and delay of each stage for an x-byte chunk, as docs/model.md states them."""
     def copy(direction, eff):
         rb = p["ce_ramp_bytes"]
@@ -80,13 +86,17 @@ def _stage_costs(p: dict, x: float, wire_rate: float):
         return issue + ramp + x / (p["gpu_pcie_gbps"] * eff * 1e3), p[f"ce_launch_{direction}_us"] - issue
     o1, d1 = copy("d2h", p["ce_eff_d2h"])
     o3, d3 = copy("h2d", p["ce_eff"])
-    o2, d2 = p["doorbell_us"] + x / (wire_rate * 1e3), p["nic_lat_us"] + p["completion_us"]
+    if wire == "verbs":
+        o2, d2 = p["doorbell_us"] + x / (wire_rate * 1e3), p["nic_lat_us"] + p["completion_us"]
+    else:
+        o2, d2 = p["tcp_msg_us"] + x / (p["tcp_gbps"] * 1e3), max(p["tcp_lat_us"] - p["tcp_msg_us"], 0.0)
     return [o1, o2, o3], [d1, d2, d3]
 
 
+@pytest.mark.parametrize("wire", ["verbs", "tcp"])
 @pytest.mark.parametrize("name", ["volta-dgx1", "hopper-ndr", "kepler-ivb-2014"])
 @pytest.mark.parametrize("depth", [1, 2, 5, 16])
-def test_pipelined_path_matches_fifo_simulation(name, depth):
+def test_pipelined_path_matches_fifo_simulation(name, depth, wire):
     from gdrlab import model
 
     p = model.get_profile(name).params
@@ -95,8 +105,8 @@ def test_pipelined_path_matches_fifo_simulation(name, depth):
     for n in (1, 2, 3, 8, 33, 128, 256):
         for tail in (1, chunk // 3, chunk):
             size = (n - 1) * chunk + tail
-            full, delay = _stage_costs(p, chunk, wire_rate)
-            last, _ = _stage_costs(p, tail, wire_rate)
-            want = fifo_sim(full, last, delay, n, depth) + p["sw_overhead_us"]
-            got = float(model.latency_us(name, "pipelined", [size], chunk=chunk, depth=depth, wire="verbs")[0])
+            full, delay = _stage_costs(p, chunk, wire_rate, wire)
+            last, _ = _stage_costs(p, tail, wire_rate, wire)
+            want = fifo_sim(full, last, delay, n, depth, streamed=wire == "tcp") + p["sw_overhead_us"]
+            got = float(model.latency_us(name, "pipelined", [size], chunk=chunk, depth=depth, wire=wire)[0])
             assert got == pytest.approx(want, rel=0.02), (name, depth, n, tail)

@@ -107,11 +107,12 @@ def _pipeline(p: dict, s, wire: str, chunk: float, depth: float, links: dict):
 
     a_full, d = parts(c)
     a_last = np.stack([np.broadcast_to(np.asarray(v, dtype=float), s.shape) for v in parts(r)[0]])
-    lat = schedule([float(v) for v in a_full], a_last, [float(v) for v in d], n.astype(np.int64), int(depth))
+    lat = schedule([float(v) for v in a_full], a_last, [float(v) for v in d], n.astype(np.int64), int(depth),
+                   streamed=wire == "tcp")
     tot = [a_full[k] * (n - 1) + a_last[k] for k in range(3)]
     busy = {"copy-d2h": tot[0], _wire_name(links): tot[1], "copy-h2d": tot[2],
             "sender buffers": (tot[0] + n * d[0] + tot[1]) / depth,
-            "receiver buffers": (tot[1] + n * d[1] + tot[2]) / depth,
+            "receiver buffers": (tot[1] + (0.0 if wire == "tcp" else n * d[1]) + tot[2]) / depth,
             "sender cpu": n * _send_fixed(p, wire)}
     # One thread per side takes messages in turn: it issues every copy and waits for the last one
     # (and on tcp carries the bytes through the kernel), so messages do not overlap on it.

@@ -26,8 +26,12 @@ def steady_period(a: np.ndarray, d: np.ndarray, depth: int) -> float:
     return float(max(a[0], a[1], a[2], (a[0] + d[0] + a[1]) / depth, (a[1] + d[1] + a[2]) / depth))
 
 
-def _step(state: list, a, d, depth: int, i: int):
-    """Finish times (f1, f2, f3) of chunk ``i`` given the earlier ones (lists of arrays/floats)."""
+def _step(state: list, a, d, depth: int, i: int, streamed: bool = False):
+    """Finish times (f1, f2, f3) of chunk ``i`` given the earlier ones (lists of arrays/floats).
+
+    ``streamed``: the wire lands data in the receiver's kernel buffers (tcp), so a receiver buffer
+    is needed only from arrival (the receive copy, ``a[1]``) to the end of the copy-in, not during
+    the flight; with RDMA the NIC writes into the receiver buffer, which is taken from the send."""
     f1s, f2s, f3s = state
     start1 = f1s[i - 1] if i else 0.0
     if i >= depth:
@@ -36,28 +40,30 @@ def _step(state: list, a, d, depth: int, i: int):
     start2 = f1 + d[0]
     if i:
         start2 = np.maximum(start2, f2s[i - 1])
-    if i >= depth:
+    if i >= depth and not streamed:
         start2 = np.maximum(start2, f3s[i - depth])       # receiver buffer freed by the copy-in
     f2 = start2 + a[1]
     start3 = f2 + d[1]
+    if i >= depth and streamed:
+        start3 = np.maximum(start3, f3s[i - depth] + a[1])  # received once its buffer is free
     if i:
         start3 = np.maximum(start3, f3s[i - 1])
     return f1, f2, start3 + a[2]
 
 
-def _full_chunks(a_full, d, depth: int, m: int, horizon: int):
+def _full_chunks(a_full, d, depth: int, m: int, horizon: int, streamed: bool):
     """Finish times of the first ``min(m, horizon)`` full chunks, and the per-``depth`` shift."""
     k = min(m, horizon)
     f1s, f2s, f3s = [], [], []
     for i in range(k):
-        f1, f2, f3 = _step([f1s, f2s, f3s], a_full, d, depth, i)
+        f1, f2, f3 = _step([f1s, f2s, f3s], a_full, d, depth, i, streamed)
         f1s.append(float(f1))
         f2s.append(float(f2))
         f3s.append(float(f3))
     return np.array(f1s), np.array(f2s), np.array(f3s)
 
 
-def schedule(a_full, a_last, d, n, depth: int, horizon: int | None = None) -> np.ndarray:
+def schedule(a_full, a_last, d, n, depth: int, horizon: int | None = None, streamed: bool = False) -> np.ndarray:
     """Finish time (end of the last chunk's copy-in, plus its delay) of messages of ``n`` chunks.
 
     Parameters
@@ -74,6 +80,8 @@ def schedule(a_full, a_last, d, n, depth: int, horizon: int | None = None) -> np
         Buffers per side (>= 1).
     horizon : int, optional
         Full chunks stepped exactly before shifting by periods (default ``8 * depth + 16``).
+    streamed : bool
+        The wire lands data in kernel buffers (tcp): receiver buffers are not held in flight.
 
     Returns
     -------
@@ -88,7 +96,7 @@ def schedule(a_full, a_last, d, n, depth: int, horizon: int | None = None) -> np
     horizon = int(horizon if horizon is not None else 8 * depth + 16)
     m = n - 1                                   # full chunks before the last one
     mmax = int(m.max()) if m.size else 0
-    f1, f2, f3 = _full_chunks(a_full, d, depth, mmax, max(horizon, 2 * depth))
+    f1, f2, f3 = _full_chunks(a_full, d, depth, mmax, max(horizon, 2 * depth), streamed)
     k = len(f1)
     # State of the `depth` chunks before the last one, per message (shape depth x N each).
     hist = [np.zeros((depth, n.size)) for _ in range(3)]
@@ -114,7 +122,10 @@ def schedule(a_full, a_last, d, n, depth: int, horizon: int | None = None) -> np
         start1 = np.where(valid[back], np.maximum(start1, hist[1][back]), start1)
     fin1 = start1 + a_last[0]
     start2 = np.maximum(fin1 + d[0], np.where(valid[0], prev2, 0.0))
-    start2 = np.where(valid[depth - 1], np.maximum(start2, hist[2][depth - 1]), start2)
+    if not streamed:
+        start2 = np.where(valid[depth - 1], np.maximum(start2, hist[2][depth - 1]), start2)
     fin2 = start2 + a_last[1]
     start3 = np.maximum(fin2 + d[1], np.where(valid[0], prev3, 0.0))
+    if streamed:
+        start3 = np.where(valid[depth - 1], np.maximum(start3, hist[2][depth - 1] + a_last[1]), start3)
     return start3 + a_last[2] + d[2]
