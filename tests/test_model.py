@@ -270,3 +270,32 @@ def test_param_ranges_stay_physical():
     assert model.param_range("ce_eff", 0.64)[1] == 1.0
     with pytest.raises(InvalidArgument, match="bar1_reserved_bytes"):
         model.get_profile(SNB, bar1_bytes=16 * MiB)  # below the 32 MiB the driver keeps
+
+
+# ----------------------------------------------------------------------------- v2 corrections
+def test_k20_is_pcie_gen2_and_copies_near_6_gbs():
+    # Tesla K20: PCIe 2.0 x16 = 5 GT/s x 16 x 8b/10b = 8.0 GB/s per direction; copies about 6 GB/s.
+    assert model.get_profile(SNB).params["gpu_pcie_gbps"] == pytest.approx(8.0)
+    copy = 256 * MiB / float(model.stage_us(SNB, "copy-h2d-pinned", [256 * MiB])[0]) / 1e3
+    assert 5.0 <= copy <= 8.0
+
+
+@pytest.mark.parametrize("name", [SNB, IVB])
+def test_same_switch_gdr_cannot_beat_fdr(name):
+    # Curriculum error 7: 9-10 GB/s under one switch is above FDR's 6.8 GB/s data rate.
+    g = bw(name, "gdr", 256 * MiB, placement="same-switch")
+    assert g <= 6.8
+    src = model.get_profile(name).sources["p2p_read_gbps_switch"]
+    assert "impossible" in src  # the seed figure is named as wrong, not used
+
+
+def test_levels():
+    assert model.get_profile(SNB).level == "MPI"
+    assert {model.get_profile(n).level for n in (IVB, DGX1, HOPPER, H200)} == {"verbs"}
+    assert model.predict(SNB, "gdr", [8]).attrs["provenance"]["level"] == "MPI"
+
+
+def test_gpu_link_bounds_gdr_when_it_is_the_slowest():
+    # PCIe 3.0 x8 (7.88 GB/s) under the 12.5 GB/s EDR wire: the GPU link becomes the bottleneck.
+    df = model.predict(DGX1, "gdr", [GiB], gpu_pcie_gbps=7.88)
+    assert df["bw_gbps"].iloc[0] <= 7.88 and df["bottleneck"].iloc[0] == "gpu-pcie"
