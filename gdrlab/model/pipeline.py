@@ -17,13 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["schedule", "steady_period"]
-
-
-def steady_period(a: np.ndarray, d: np.ndarray, depth: int) -> float:
-    """Time between chunk starts in steady state: the slowest server, or a buffer pool that
-    cannot turn over faster than (fill + delay + drain) / depth on either side."""
-    return float(max(a[0], a[1], a[2], (a[0] + d[0] + a[1]) / depth, (a[1] + d[1] + a[2]) / depth))
+__all__ = ["schedule"]
 
 
 def _step(state: list, a, d, depth: int, i: int, streamed: bool = False):

@@ -7,6 +7,8 @@ the output can say which one is the bottleneck. Rates are GB/s (bytes per ns), t
 """
 from __future__ import annotations
 
+from typing import Any, Iterable
+
 import numpy as np
 
 from .params import PLACEMENT_SUFFIX
@@ -59,7 +61,7 @@ def route(p: dict, path: str, placement: str, wire: str, has_nvlink: bool = True
     return links
 
 
-def rate_of(links: dict[str, float], names) -> float:
+def rate_of(links: dict[str, float], names: Iterable[str]) -> float:
     """The slowest of the named links that are on the route."""
     return min(links[n] for n in names if n in links)
 
@@ -67,7 +69,7 @@ def rate_of(links: dict[str, float], names) -> float:
 WIRE_LINKS = ("nic-pcie", "wire", "tcp", "socket-link")
 
 
-def copy_parts(p: dict, direction: str, s, rate: float | None = None):
+def copy_parts(p: dict, direction: str, s: Any, rate: float | None = None) -> tuple[Any, float]:
     """(occupancy when queued behind other copies, delay until the host sees it) of a pinned copy.
 
     Synchronous copy = ``ce_launch_<dir>_us + ramp + s / rate``; queued on a stream the copy engine
@@ -79,7 +81,7 @@ def copy_parts(p: dict, direction: str, s, rate: float | None = None):
     return occ, p[f"ce_launch_{direction}_us"] - issue
 
 
-def copy_us(p: dict, direction: str, s, memory: str = "pinned", rate: float | None = None):
+def copy_us(p: dict, direction: str, s: Any, memory: str = "pinned", rate: float | None = None) -> Any:
     """A synchronous copy between host and GPU memory (pinned or pageable)."""
     if memory == "pageable":
         # The driver copies pageable memory through its own pinned buffers in chunks: a memcpy of
@@ -91,11 +93,11 @@ def copy_us(p: dict, direction: str, s, memory: str = "pinned", rate: float | No
     return occ + delay
 
 
-def memcpy_us(p: dict, s):
+def memcpy_us(p: dict, s: Any) -> Any:
     return p["memcpy_us"] + s / _r(p["cpu_memcpy_gbps"])
 
 
-def wire_parts(p: dict, s, wire: str, rate: float):
+def wire_parts(p: dict, s: Any, wire: str, rate: float) -> tuple[Any, float]:
     """(occupancy, flight delay) of one message on the wire at ``rate`` GB/s. Verbs: the post
     (doorbell) and the bytes occupy it, the NIC-to-NIC time and the completion are delay. TCP: the
     system calls and the bytes occupy it, the rest of the one-way latency is delay."""
@@ -104,12 +106,12 @@ def wire_parts(p: dict, s, wire: str, rate: float):
     return p["tcp_msg_us"] + s / _r(rate), max(p["tcp_lat_us"] - p["tcp_msg_us"], 0.0)
 
 
-def wire_us(p: dict, s, wire: str, rate: float):
+def wire_us(p: dict, s: Any, wire: str, rate: float) -> Any:
     occ, delay = wire_parts(p, s, wire, rate)
     return occ + delay
 
 
-def gdrcopy_us(p: dict, kind: str, s, rate: float, remote: bool):
+def gdrcopy_us(p: dict, kind: str, s: Any, rate: float, remote: bool) -> Any:
     """A CPU copy through a BAR1 mapping. Reads below 64 B are a chain of uncached 8-byte loads,
     each a PCIe round trip (the small-read floor); larger reads stream at the read rate."""
     fixed = p[f"gdrcopy_{kind}_us"] + (p["xsocket_hop_us"] if remote else 0.0)
@@ -120,11 +122,11 @@ def gdrcopy_us(p: dict, kind: str, s, rate: float, remote: bool):
     return fixed + bulk
 
 
-def p2p_us(p: dict, s, rate: float):
+def p2p_us(p: dict, s: Any, rate: float) -> Any:
     return p["p2p_lat_us"] + s / _r(rate)
 
 
-def p2p_staged_us(p: dict, s, rate: float):
+def p2p_staged_us(p: dict, s: Any, rate: float) -> Any:
     # The driver stages through host memory in chunks: the first chunk's D2H copy is the pipeline
     # fill, then the two copies overlap at the steady rate.
     fill = np.minimum(s, p["p2p_staged_chunk_bytes"]) / _r(ce_rate_gbps(p, "d2h"))
