@@ -42,10 +42,12 @@ def main(argv=None) -> int:
         core_s = _median_s(lambda: [model.latency_us(prof, p, SIZES) for p in paths], args.repeat)
         slider_s = _median_s(lambda: [model.latency_us(name, p, SIZES, p2p_read_gbps=0.8) for p in paths],
                              args.repeat)
+        # The exact pipeline schedule's worst case: 4 KiB chunks (65536 of them at 256 MiB), 16 buffers.
+        pipe_s = _median_s(lambda: model.latency_us(prof, "pipelined", SIZES, chunk=4096, depth=16), args.repeat)
         results[name] = {"paths": len(paths), "predict_all_ms": df_s * 1e3, "latency_us_all_paths_ms": core_s * 1e3,
-                         "latency_us_with_override_ms": slider_s * 1e3}
+                         "latency_us_with_override_ms": slider_s * 1e3, "pipelined_4k_chunks_depth16_ms": pipe_s * 1e3}
     fit_s = _median_s(calibrate_h200.build_h200_lab, 5)
-    worst = max(r["predict_all_ms"] for r in results.values())
+    worst = max(max(r["predict_all_ms"], r["pipelined_4k_chunks_depth16_ms"]) for r in results.values())
     doc = {"sizes": len(SIZES), "profiles": results, "fit_h200_lab_s": fit_s,
            "budget": {"predict_all_ms": 20.0, "fit_s": 2.0},
            "ok": worst <= 20.0 and fit_s <= 2.0}
@@ -56,7 +58,8 @@ def main(argv=None) -> int:
         for name, r in results.items():
             print(f"{name:<16} {r['paths']} paths x {len(SIZES)} sizes: predict_all {r['predict_all_ms']:.2f} ms, "
                   f"latency_us {r['latency_us_all_paths_ms']:.2f} ms, with override "
-                  f"{r['latency_us_with_override_ms']:.2f} ms (budget 20 ms)")
+                  f"{r['latency_us_with_override_ms']:.2f} ms, pipelined 4K chunks x16 buffers "
+                  f"{r['pipelined_4k_chunks_depth16_ms']:.2f} ms (budget 20 ms)")
         print(f"fit h200-lab: {fit_s:.3f} s (budget 2 s)")
         print("OK" if doc["ok"] else "OVER BUDGET")
     return 0 if doc["ok"] else 1

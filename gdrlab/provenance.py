@@ -69,7 +69,7 @@ def label(prov: Any, short: bool = False) -> str:
         date = str(found.get("date") or "")[:10]  # the day is enough for a legend
         return f"recorded on {hw}" + (f" ({date})" if date else "")
     level = found.get("level")
-    return f"modelled, profile {found.get('profile') or 'unnamed profile'}" + (f" ({level})" if level else "")
+    return f"modelled, profile {found.get('profile') or 'unnamed profile'}" + (f" ({level} level)" if level else "")
 
 
 def attach(df: Any, prov: dict[str, Any]) -> Any:

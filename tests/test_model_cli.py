@@ -34,7 +34,9 @@ def test_predict_rows(capsys):
     assert [(r["path"], r["size"]) for r in doc["rows"]] == [("gdr", 8), ("gdr", 4096), ("gdr", 1048576),
                                                              ("staged", 8), ("staged", 4096), ("staged", 1048576)]
     for r in doc["rows"]:
-        assert set(r) == {"path", "size", "lat_us", "bw_gbps"}
+        assert set(r) == {"path", "size", "lat_us", "bw_gbps", "bottleneck", "level"}
+        assert r["level"] == "verbs"  # kepler-ivb-2014 follows verbs-level figures
+    assert doc["provenance"]["level"] == "verbs"
     gdr8 = doc["rows"][0]["lat_us"]
     assert 1.7 <= gdr8 <= 1.9  # NVIDIA 2014, K40m + Connect-IB
 
@@ -76,7 +78,11 @@ def test_show_lists_every_parameter_with_a_source(capsys):
 @pytest.mark.parametrize("argv,kind,needle", [
     (["--profile", "nope"], "InvalidArgument", "kepler-snb-2013"),
     (["--set", "bogus=1"], "InvalidArgument", "nic_wire_gbps"),
-    (["--set", "nic_wire_gbps=-3"], "InvalidArgument", "> 0"),
+    (["--set", "nic_wire_gbps=-3"], "InvalidArgument", "--set nic_wire_gbps=-3"),
+    (["--set", "nic_wire_gbps=1e-300"], "InvalidArgument", "--set nic_wire_gbps=1e-300"),
+    (["--chunk", "0"], "InvalidArgument", "--chunk 0"),
+    (["--depth", "5000"], "InvalidArgument", "depth must be a whole number from 1 to 1024"),
+    (["--set", "tcp_lat_us=1e300"], "InvalidArgument", "--set tcp_lat_us=1e+300"),
     (["--set", "nic_wire_gbps"], "InvalidArgument", "KEY=VALUE"),
     (["--sizes", "0"], "InvalidArgument", "at least 1 byte"),
     (["--profile", "h200-lab", "--path", "gdr"], "Unavailable", "RDMA NIC"),
@@ -104,3 +110,42 @@ def test_entry_point_prints_only_json():
     doc = json.loads(out.stdout)
     assert {r["path"] for r in doc["rows"]} == {"host", "staged", "shared", "pipelined", "gdr", "gdrcopy", "p2p",
                                                 "p2p-staged"}
+
+
+def test_crossover_keeps_its_contract_and_lists_every_crossing(capsys):
+    rc, doc = run_json(capsys, "crossover", "--profile", "hopper-ndr", "--placement", "cross-socket",
+                       "--chunk", "1M", "--a", "gdr", "--b", "pipelined")
+    assert rc == 0
+    found = doc["crossings"]
+    assert found and doc["crossover_bytes"] == next(c["size"] for c in found if c["faster"] == "pipelined")
+    sizes = [c["size"] for c in found]
+    assert sizes == sorted(sizes)
+    # the faster path alternates from one crossing to the next
+    assert all(x["faster"] != y["faster"] for x, y in zip(found, found[1:]))
+
+
+def test_crossover_text_prints_the_size_once(capsys):
+    assert main(["model", "crossover", "--profile", "volta-dgx1", "--placement", "cross-socket",
+                 "--a", "gdr", "--b", "pipelined"]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    size = [w for w in line.split() if w.isdigit()]
+    assert len(size) == 1, line
+
+
+def test_tcp_wire_runs_without_gdr(capsys):
+    rc, doc = run_json(capsys, "--profile", "hopper-ndr", "--wire", "tcp", "--sizes", "8,1M")
+    assert rc == 0
+    paths = {r["path"] for r in doc["rows"]}
+    assert "gdr" not in paths and {"host", "staged", "pipelined"} <= paths
+    rc, doc = run_json(capsys, "policy", "--profile", "hopper-ndr", "--wire", "tcp")
+    assert rc == 0 and all(r["path"] != "gdr" for r in doc["policy"])
+
+
+def test_explain_names_every_link_and_the_bottleneck(capsys):
+    rc, doc = run_json(capsys, "--profile", "hopper-ndr", "--path", "gdr", "--sizes", "1G",
+                       "--set", "gpu_pcie_gbps=6.25", "--explain")
+    assert rc == 0
+    e = doc["explain"][0]
+    assert {"gpu-pcie", "nic-pcie", "wire", "root-complex-read"} <= set(e["links_gbps"])
+    assert e["bottleneck"] == "gpu-pcie" == doc["rows"][0]["bottleneck"]
+    assert doc["rows"][0]["bw_gbps"] <= 6.25

@@ -33,6 +33,8 @@ def add_parser(sub):
                    help="what-if: add the NIC of another profile (e.g. h200-lab --borrow-nic hopper-ndr)")
     p.add_argument("--a", default=None, help="crossover: the path used below the crossover")
     p.add_argument("--b", default=None, help="crossover: the path that may win above it")
+    p.add_argument("--explain", action="store_true",
+                   help="predict: list every link on each path's route with its rate, and the bottleneck")
     add_json_flag(p)
     return p
 
@@ -54,64 +56,83 @@ def _overrides(items: list[str]) -> dict[str, float]:
 
 def _profile(args):
     from .. import model
+    from ..errors import InvalidArgument
 
     overrides = _overrides(args.set)
     prof = model.get_profile(args.profile)
     if args.borrow_nic:
         prof = model.borrow_nic(prof, args.borrow_nic)
-    return prof.with_overrides(placement=args.placement, **overrides), overrides
+    prof = prof.with_overrides(placement=args.placement)
+    for key, value in overrides.items():
+        try:
+            prof = prof.with_overrides(**{key: value})
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"--set {key}={value:g}: {exc}") from None
+    return prof, overrides
 
 
 def run(args) -> int:
     from .. import model
     from ..errors import InvalidArgument
-    from ..units import format_size, parse_size
+    from ..units import parse_size
 
     action = "list" if args.list else args.action
     if action == "list":
-        rows = [{"name": n, "description": model.get_profile(n).description} for n in model.profiles()]
+        rows = [{"name": n, "level": model.get_profile(n).level, "description": model.get_profile(n).description}
+                for n in model.profiles()]
         if args.json:
             emit_json({"profiles": rows})
         else:
             for r in rows:
-                print(f"{r['name']}\n    {r['description']}\n")
+                print(f"{r['name']} ({r['level']} level)\n    {r['description']}\n")
         return 0
 
     prof, overrides = _profile(args)
     kw = {}
     if args.chunk is not None:
-        kw["chunk"] = parse_size(args.chunk)
+        try:
+            kw["chunk"] = parse_size(args.chunk)
+        except ValueError as exc:
+            raise InvalidArgument(f"--chunk {args.chunk}: {exc}") from None
     if args.depth is not None:
         kw["depth"] = args.depth
     if args.wire is not None:
         kw["wire"] = args.wire
-    prov = {"kind": "modelled", "profile": prof.name, "placement": prof.placement, "overrides": overrides,
-            "follows": prof.follows}
+    prov = {"kind": "modelled", "profile": prof.name, "level": prof.level, "placement": prof.placement,
+            "overrides": overrides, "follows": prof.follows}
+    label = f"[modelled, {prof.level} level]"
 
     if action == "show":
         params = [{"name": k, "value": prof.params[k], "unit": prof.units[k], "source": prof.sources[k]}
                   for k in prof.params]
-        doc = {"profile": prof.name, "description": prof.description, "follows": prof.follows,
+        doc = {"profile": prof.name, "level": prof.level, "description": prof.description, "follows": prof.follows,
                "placement": prof.placement, "n_gpus": prof.n_gpus, "has_nic": prof.has_nic, "wire": prof.wire,
                "topology": prof.topology, "params": params, "calibration": prof.calibration}
         if args.json:
             emit_json(doc)
         else:
-            print(f"{prof.name}: {prof.description}\nfollows: {prof.follows}; placement {prof.placement}\n")
+            print(f"{prof.name}: {prof.description}\nfollows: {prof.follows}; level {prof.level}; "
+                  f"placement {prof.placement}\n")
             print(table([{**r, "value": f"{r['value']:.6g}"} for r in params], ["name", "value", "unit", "source"]))
         return 0
 
     if action == "crossover":
         if not args.a or not args.b:
             raise InvalidArgument("crossover needs --a PATH and --b PATH")
-        size = model.crossover(prof, args.a, args.b, **kw)
-        doc = {"profile": prof.name, "a": args.a, "b": args.b, "crossover_bytes": size, "provenance": prov}
+        found = model.crossings(prof, args.a, args.b, **kw)
+        size = next((c["size"] for c in found if c["faster"] == args.b), None)
+        doc = {"profile": prof.name, "a": args.a, "b": args.b, "crossover_bytes": size, "crossings": found,
+               "provenance": prov}
         if args.json:
             emit_json(doc)
-        elif size is None:
-            print(f"{args.b} never beats {args.a} on {prof.name} (1 B to 1 GiB)  [modelled]")
+            return 0
+        if size is None:
+            print(f"{args.b} never beats {args.a} on {prof.name} ({prof.placement}, 1 B to 1 GiB)  {label}")
         else:
-            print(f"{args.b} beats {args.a} from {size} bytes ({format_size(size)}) on {prof.name}  [modelled]")
+            print(f"{args.b} beats {args.a} from {_size_text(size)} on {prof.name} ({prof.placement})  {label}")
+        later = [c for c in found if c["size"] > size] if size is not None else []
+        for c in later:
+            print(f"  then {c['faster']} is faster again from {_size_text(c['size'])}")
         return 0
 
     if action == "policy":
@@ -120,20 +141,49 @@ def run(args) -> int:
         if args.json:
             emit_json({"profile": prof.name, "policy": pol, "provenance": prov})
         else:
-            print(f"hybrid policy on {prof.name} ({prof.placement})  [modelled]")
+            print(f"hybrid policy on {prof.name} ({prof.placement})  {label}")
             print(table(pol, ["lo", "hi", "path"]))
         return 0
 
+    return _predict(model, args, prof, kw, label)
+
+
+def _predict(model, args, prof, kw: dict, label: str) -> int:
     paths = _paths(args)
     df = model.predict_all(prof, args.sizes, paths=paths, **kw)
     rows = df.to_dict(orient="records")
+    explained = _explain(model, prof, rows, kw) if args.explain else None
     if args.json:
-        emit_json({"rows": rows, "provenance": df.attrs["provenance"]})
-    else:
-        print(f"profile {prof.name}, placement {prof.placement}  [modelled]", file=sys.stderr)
-        print(table([{"path": r["path"], "size": r["size"], "lat_us": f"{r['lat_us']:.3f}",
-                      "bw_gbps": f"{r['bw_gbps']:.3f}"} for r in rows], ["path", "size", "lat_us", "bw_gbps"]))
+        emit_json({"rows": rows, "provenance": df.attrs["provenance"],
+                   **({"explain": explained} if explained is not None else {})})
+        return 0
+    print(f"profile {prof.name}, placement {prof.placement}  {label}", file=sys.stderr)
+    print(table([{"path": r["path"], "size": r["size"], "lat_us": f"{r['lat_us']:.3f}",
+                  "bw_gbps": f"{r['bw_gbps']:.3f}", "bottleneck": r["bottleneck"]} for r in rows],
+                ["path", "size", "lat_us", "bw_gbps", "bottleneck"]))
+    for e in explained or []:
+        links = ", ".join(f"{k} {v:.3g}" for k, v in e["links_gbps"].items())
+        print(f"{e['path']}: route {links} GB/s; slowest link {e['slowest_link']}; "
+              f"at {e['size']} B the bottleneck is {e['bottleneck']}")
     return 0
+
+
+def _size_text(size: int) -> str:
+    from ..units import format_size
+
+    text = format_size(size)
+    return f"{size} bytes" if text.rstrip("B").strip() == str(size) else f"{size} bytes ({text})"
+
+
+def _explain(model, prof, rows: list[dict], kw: dict) -> list[dict]:
+    """One route explanation per path, at the largest size asked for."""
+    out, seen = [], {}
+    for r in rows:
+        seen[r["path"]] = max(seen.get(r["path"], 0), int(r["size"]))
+    for path, size in seen.items():
+        w = kw.get("wire") if path in model.NETWORK_PATHS else None
+        out.append(model.explain(prof, path, size, **{**kw, "wire": w}))
+    return out
 
 
 def _paths(args):

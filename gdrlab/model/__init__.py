@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from .bar1 import bar1_available_bytes, register_mr
 from .fit import calibrate
-from .core import (NETWORK_PATHS, PATHS, STAGES, WIRES, available_paths, bandwidth_gbps, latency_us,
+from .core import (NETWORK_PATHS, PATHS, STAGES, WIRES, available_paths, bandwidth_gbps, default_paths, explain,
+                   latency_us,
                    predict, predict_all, stage_us)
-from .params import PARAMS, PLACEMENTS, param_names, param_range
-from .policy import crossover, hybrid_policy
+from .params import LEVELS, PARAMS, PLACEMENTS, param_names, param_range
+from .policy import crossings, crossover, hybrid_policy
 from .profile import Profile, borrow_nic, get_profile, profiles
 
 __all__ = [
-    "PATHS", "NETWORK_PATHS", "PLACEMENTS", "STAGES", "WIRES", "PARAMS", "Profile", "profiles", "get_profile",
+    "PATHS", "NETWORK_PATHS", "PLACEMENTS", "LEVELS", "STAGES", "WIRES", "PARAMS", "Profile", "profiles", "get_profile",
     "borrow_nic", "param_names", "param_range", "predict", "predict_all", "latency_us", "bandwidth_gbps", "stage_us",
-    "available_paths", "crossover", "hybrid_policy", "register_mr", "bar1_available_bytes", "calibrate",
+    "available_paths", "default_paths", "explain", "crossover", "crossings", "hybrid_policy", "register_mr", "bar1_available_bytes", "calibrate",
 ]
 

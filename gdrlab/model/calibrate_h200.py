@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from .core import NETWORK_PATHS
 from .fit import calibrate, row_target
 from .profile import PROFILE_DIR, Profile, _cache
 
@@ -43,7 +44,7 @@ _DESCRIPTION = (
     "over NVLink vs staging through host memory (about 10x the bandwidth).")
 
 
-_GPU_PATHS = ("staged", "shared", "pipelined", "gdr", "gdrcopy")
+_GPU_PATHS = tuple(p for p in NETWORK_PATHS if p != "host")  # the paths that move GPU memory
 SHARED_GPU_REASON = (
     "compared, not fitted: both ends of this GPU-path benchmark ran on one GPU (a local peer), so "
     "their CUDA work contended for it (see h200-peer-context.json); the model describes two "

@@ -19,17 +19,38 @@ MV2 = "MVAPICH2-GDR user guide"
 GDRCOPY = "gdrcopy README (V100)"
 RDMA_DOC = "NVIDIA GPUDirect RDMA documentation (pinning granularity: 64 KiB GPU pages)"
 PCIE3_X16 = "PCIe 3.0 x16: 8 GT/s x 16 lanes, 128b/130b = 15.75 GB/s per direction"
+PCIE2_X16 = "PCIe 2.0 x16: 5 GT/s x 16 lanes, 8b/10b = 8.0 GB/s per direction"
 PCIE3_X8 = "PCIe 3.0 x8: 8 GT/s x 8 lanes, 128b/130b = 7.88 GB/s per direction"
 PCIE5_X16 = "PCIe 5.0 x16: 32 GT/s x 16 lanes, 128b/130b = 63.0 GB/s per direction"
 FDR = "InfiniBand FDR 4x: 14.0625 Gb/s x 4 lanes, 64b/66b = 54.5 Gb/s = 6.8 GB/s"
 EDR = "InfiniBand EDR 4x: 100 Gb/s data rate = 12.5 GB/s"
 NDR = "InfiniBand NDR 4x (ConnectX-7): 400 Gb/s data rate = 50 GB/s"
+IB_EFF = ("derived: a 4096-byte InfiniBand MTU carries about 30-40 B of headers per packet (LRH 8, BTH 12, "
+          "ICRC 4, VCRC 2, RETH 16 on the first): 0.99; link-level credits and ACKs take 1-2% more (assumed)")
+ISSUE = "assumed: a cuMemcpyAsync queued behind others costs its launch (a few us), not the synchronous latency"
+LOADS = ("assumed: an uncached 8-byte load through BAR1 is one PCIe read round trip (about 0.2 us); reads "
+         "below 64 B chain such loads")
+REMOTE = "assumed: a CPU on the other socket reaches about 70% of the local BAR1 copy rate (one QPI/UPI hop)"
+SWITCH = ("a PCIe switch forwards peer traffic between its ports at their link rate: not a limit below the "
+          "route's links (GPU link, NIC link, wire)")
 H200 = "measured on an NVIDIA H200, PCIe Gen5 x16, CUDA 13.0 (kit's curriculum notes)"
 H200X2 = "measured on a 2x H200 NVLink machine (kit's curriculum notes)"
 RESERVED = ("assumed: the driver keeps part of BAR1 for its own mappings (NVML reports BAR1 in use "
             "on an idle GPU); 32 MiB kept back")
 PERFTEST241 = ("scaled from perftest issue #241: ib_write_bw --use_cuda across sockets 11 GB/s vs "
                "23 GB/s from host memory (A30, 200 Gb/s): 0.48 of the wire")
+
+
+def _kepler_topology(gpu: dict) -> dict:
+    return {"sockets": 2, "peer_access": False, "peer_link": "pcie",
+            "peer_access_reason": "GPU0 and GPU1 sit on different sockets and Sandy/Ivy Bridge "
+                                  "do not carry peer-to-peer traffic across QPI",
+            "devices": {
+                "GPU0": {**gpu, "socket": 0, "host_bridge": "socket0", "switch": None},
+                "NIC0": {"kind": "nic", "name": "ConnectX-3 FDR (mlx4_0)", "socket": 0, "host_bridge": "socket0",
+                         "switch": None},
+                "GPU1": {**gpu, "socket": 1, "host_bridge": "socket1", "switch": None},
+            }}
 
 
 def _kepler_snb() -> dict:
@@ -47,19 +68,14 @@ def _kepler_snb() -> dict:
             "the K20's 256 MB BAR1 wall and why GDR across sockets is slower than staging. GPU1 sits "
             "on the other socket: no peer access across QPI, so p2p is unavailable (p2p-staged is)."),
         "placement": "same-host-bridge",
-        "topology": {"sockets": 2, "peer_access": False,
-                     "peer_access_reason": "GPU0 and GPU1 sit on different sockets and Sandy/Ivy Bridge "
-                                           "do not carry peer-to-peer traffic across QPI",
-                     "devices": {
-            "GPU0": {**gpu, "socket": 0, "host_bridge": "socket0", "switch": None},
-            "NIC0": {"kind": "nic", "name": "ConnectX-3 FDR (mlx4_0)", "socket": 0, "host_bridge": "socket0",
-                     "switch": None},
-            "GPU1": {**gpu, "socket": 1, "host_bridge": "socket1", "switch": None},
-        }},
+        "level": "MPI",
+        "topology": _kepler_topology(gpu),
         "params": {
-            "gpu_pcie_gbps": (15.75, PCIE3_X16),
-            "ce_eff": (0.64, "Kepler pinned copies reach about 10 GB/s on PCIe 3 (rCUDA note: K40 "
-                             "bandwidthTest 10.06 GB/s on Ivy Bridge); 10.06 / 15.75"),
+            "gpu_pcie_gbps": (8.0, "Tesla K20 is a PCIe 2.0 x16 card (board spec BD-06455): " + PCIE2_X16),
+            "ce_eff": (0.75, "about 6 GB/s pinned copies on PCIe 2.0 x16 (the K20's practical rate, kit curriculum "
+                             "error 7); 6 / 8.0"),
+            "ce_eff_d2h": (0.75, "as ce_eff: no per-direction figure for the K20"),
+            "ce_issue_us": (3.0, ISSUE),
             "ce_launch_h2d_us": (6.5, "kit curriculum: cudaMemcpy launch about 5-8 us; 6.5 makes staging total "
                                       "the seed's 17-19 us"),
             "ce_launch_d2h_us": (6.5, "as ce_launch_h2d_us"),
@@ -76,15 +92,18 @@ def _kepler_snb() -> dict:
             "nic_pcie_gbps": (7.88, "ConnectX-3 is a PCIe 3.0 x8 device: " + PCIE3_X8),
             "pcie_eff": (0.8, "assumed: ConnectX-3 FDR ib_write_bw tops out near 6.3 GB/s, x8-bound"),
             "nic_wire_gbps": (6.8, FDR),
+            "wire_eff": (0.97, IB_EFF),
             "nic_lat_us": (0.9, NV2014 + ": about 1.3 us for the IB step; 0.9 us of it NIC-to-NIC (split assumed)"),
             "doorbell_us": (0.2, "assumed share of the 1.3 us IB step (" + NV2014 + ")"),
             "completion_us": (0.2, "assumed share of the 1.3 us IB step (" + NV2014 + ")"),
             "gdr_extra_us": (0.6, "derived: NVIDIA 2014 GDR 1.9 us GPU to GPU vs 1.3 us host to host"),
             "xsocket_hop_us": (0.4, "assumed: one QPI hop for the NIC's PCIe reads"),
-            "p2p_read_gbps_switch": (10.0, SEED1 + ": 9-10 GB/s measured under one PLX switch"),
+            "xsocket_gbps": (16.0, "QPI 1.1 at 8 GT/s: 16 GB/s per direction per link"),
+            "p2p_read_gbps_switch": (15.75, SWITCH + " (a PCIe 3.0 switch, x16 ports: " + PCIE3_X16 + "); seed 1's "
+                                     "9-10 GB/s is impossible over FDR (curriculum error 7)"),
             "p2p_read_gbps_bridge": (0.8, NV2014 + ": P2P read about 800 MB/s on Sandy Bridge"),
             "p2p_read_gbps_xsocket": (0.8, NV2014 + " (0.8 GB/s read limit) and " + SEED1 + " (about 1 GB/s)"),
-            "p2p_write_gbps_switch": (10.0, SEED1 + ": 9-10 GB/s under one PLX switch"),
+            "p2p_write_gbps_switch": (15.75, SWITCH + " (PCIe 3.0 x16 ports)"),
             "p2p_write_gbps_bridge": (6.0, "assumed: " + NV2014 + " reports reads, not writes, as the limit"),
             "p2p_write_gbps_xsocket": (1.0, SEED1 + ": about 1 GB/s across sockets"),
             "sw_overhead_us": (3.6, "derived: the MPI layer's share of seed 1's 5-6 us GDR latency "
@@ -101,6 +120,8 @@ def _kepler_snb() -> dict:
             "gdrcopy_write_gbps": (9.6, GDRCOPY + ": 9.6 GB/s; assumed alike on Kepler"),
             "gdrcopy_read_us": (0.9, GDRCOPY + ": 0.9 us at 1 B"),
             "gdrcopy_read_gbps": (0.53, GDRCOPY + ": 0.53 GB/s (reads 10-20x slower than writes)"),
+            "gdrcopy_read_load_us": (0.2, LOADS),
+            "gdrcopy_remote_eff": (0.7, REMOTE),
             "p2p_lat_us": (8.0, "assumed; unused here: GPU0 and GPU1 are on different sockets"),
             "p2p_gbps": (10.0, "assumed; unused here: GPU0 and GPU1 are on different sockets"),
             "p2p_staged_lat_us": (16.0, "assumed: two cudaMemcpy launches and a host buffer"),
@@ -125,7 +146,13 @@ def _kepler_ivb() -> dict:
     for dev in ("GPU0", "GPU1"):
         doc["topology"]["devices"][dev]["name"] = "Tesla K40m"
     doc["topology"]["devices"]["NIC0"]["name"] = "Connect-IB FDR (mlx5_0)"
+    doc["level"] = "verbs"
+    doc["topology"]["peer_link"] = "pcie"
     p.update({
+        "gpu_pcie_gbps": (15.75, "Tesla K40m is a PCIe 3.0 x16 card: " + PCIE3_X16),
+        "ce_eff": (0.64, "Kepler pinned copies reach about 10 GB/s on PCIe 3 (rCUDA note: K40 "
+                         "bandwidthTest 10.06 GB/s on Ivy Bridge); 10.06 / 15.75"),
+        "ce_eff_d2h": (0.64, "as ce_eff: the rCUDA note gives one figure"),
         "ce_launch_h2d_us": (8.0, NV2014 + ": cudaMemcpy about 8 us"),
         "ce_launch_d2h_us": (8.0, NV2014 + ": cudaMemcpy about 8 us"),
         "cpu_memcpy_gbps": (5.5, "assumed: one Ivy Bridge-EP core"),
@@ -160,10 +187,13 @@ def _volta_dgx1() -> dict:
             "direction of seed error 1 is platform-dependent: pick --placement cross-socket to see staging "
             "win again. Two V100s through host memory: about 12 GB/s (seed 2) vs P2P over NVLink."),
         "placement": "same-switch",
-        "topology": {"sockets": 2, "devices": devices},
+        "level": "verbs",
+        "topology": {"sockets": 2, "peer_link": "nvlink", "devices": devices},
         "params": {
             "gpu_pcie_gbps": (15.75, PCIE3_X16),
             "ce_eff": (0.76, "kit curriculum: pinned PCIe 3 copies about 12 GB/s (nvbandwidth, cuda-samples)"),
+            "ce_eff_d2h": (0.76, "as ce_eff: the curriculum gives one figure for both directions"),
+            "ce_issue_us": (2.5, ISSUE),
             "ce_launch_h2d_us": (6.0, "assumed within the 5-8 us cudaMemcpy launch cost (kit curriculum)"),
             "ce_launch_d2h_us": (6.0, "assumed within the 5-8 us cudaMemcpy launch cost (kit curriculum)"),
             "ce_ramp_h2d_us": (0.0, "no measurement: no ramp modelled"),
@@ -179,15 +209,17 @@ def _volta_dgx1() -> dict:
             "nic_pcie_gbps": (15.75, "ConnectX-4 EDR is a PCIe 3.0 x16 device: " + PCIE3_X16),
             "pcie_eff": (0.85, "assumed: 256-byte TLP payloads"),
             "nic_wire_gbps": (12.5, EDR),
+            "wire_eff": (0.97, IB_EFF),
             "nic_lat_us": (0.7, "assumed: ConnectX-4 EDR ib_write_lat, sub-microsecond class"),
             "doorbell_us": (0.1, "assumed: one WQE write and MMIO doorbell"),
             "completion_us": (0.1, "assumed: one CQ poll hit"),
             "gdr_extra_us": (0.3, "assumed: one extra PCIe read round trip through the switch"),
             "xsocket_hop_us": (0.3, "assumed: one QPI hop"),
-            "p2p_read_gbps_switch": (12.0, "PCIe 3 x16 through a PLX switch: link-limited like pinned copies (12 GB/s)"),
+            "xsocket_gbps": (19.2, "QPI at 9.6 GT/s (Broadwell-EP): 19.2 GB/s per direction per link"),
+            "p2p_read_gbps_switch": (15.75, SWITCH + " (PLX PCIe 3.0 x16 ports)"),
             "p2p_read_gbps_bridge": (10.0, "assumed: Broadwell forwards peer reads at most of the link rate"),
             "p2p_read_gbps_xsocket": (6.0, PERFTEST241),
-            "p2p_write_gbps_switch": (12.0, "PCIe 3 x16 through a PLX switch: link-limited"),
+            "p2p_write_gbps_switch": (15.75, SWITCH + " (PLX PCIe 3.0 x16 ports)"),
             "p2p_write_gbps_bridge": (11.0, "assumed: posted writes cross the host bridge well"),
             "p2p_write_gbps_xsocket": (6.0, PERFTEST241),
             "sw_overhead_us": (0.0, "verbs level: no MPI layer"),
@@ -203,6 +235,8 @@ def _volta_dgx1() -> dict:
             "gdrcopy_write_gbps": (9.6, GDRCOPY + ": 9.6 GB/s"),
             "gdrcopy_read_us": (0.9, GDRCOPY + ": 0.9 us at 1 B"),
             "gdrcopy_read_gbps": (0.53, GDRCOPY + ": 0.53 GB/s"),
+            "gdrcopy_read_load_us": (0.2, LOADS),
+            "gdrcopy_remote_eff": (0.7, REMOTE),
             "p2p_lat_us": (5.0, "assumed, near the 4.7 us NVLink figure of " + H200X2),
             "p2p_gbps": (24.0, "one NVLink 2 link: 25 GB/s per direction (V100 architecture whitepaper); "
                                "about 24 GB/s achieved assumed. Seed 2 quotes 24 GB/s for K20s over PCIe, which "
@@ -229,15 +263,19 @@ def _hopper_ndr() -> dict:
         "description": (
             "H100/H200 SXM with one ConnectX-7 NDR 400 Gb/s NIC per GPU under a shared PCIe 5 switch "
             "(DGX/HGX H100 style), two sockets. GDR reaches close to the 400 Gb/s line rate and wins at "
-            "every size: the 2013 read limit that set seed error 1's hybrid threshold is gone. Even "
-            "across sockets (about 24 GB/s) GDR stays ahead of pipelined staging, whose per-chunk "
-            "cudaMemcpy launches hold it near 20 GB/s. Seed 2's 4 MB figures do not add up (4 MB at "
+            "every size when GPU and NIC share a switch or a host bridge: the 2013 read limit that set seed "
+            "error 1's hybrid threshold is gone there. Across sockets the NIC reads GPU memory at about "
+            "24 GB/s and pipelined staging (copies queued on streams, bound by the 32 GB/s UPI link) overtakes "
+            "GDR above about 5-6 MB: the 2013 placement lesson again, at a larger size. Seed 2's 4 MB figures do not add up (4 MB at "
             "380 Gb/s takes 84-88 us, not 3 us); the model gives the arithmetic."),
         "placement": "same-switch",
-        "topology": {"sockets": 2, "devices": devices},
+        "level": "verbs",
+        "topology": {"sockets": 2, "peer_link": "nvlink", "devices": devices},
         "params": {
             "gpu_pcie_gbps": (63.0, PCIE5_X16),
-            "ce_eff": (0.873, H200 + ": 55.0 GB/s pinned at 256 MiB, of 63.0"),
+            "ce_eff": (0.873, H200 + ": 55.0 GB/s pinned H2D at 256 MiB, of 63.0"),
+            "ce_eff_d2h": (0.875, H200 + ": 55.1 GB/s pinned D2H at 256 MiB, of 63.0"),
+            "ce_issue_us": (2.0, ISSUE),
             "ce_launch_h2d_us": (5.9, H200 + ": 8 B H2D 5.9 us"),
             "ce_launch_d2h_us": (6.5, H200 + ": 8 B D2H 6.5 us"),
             "ce_ramp_h2d_us": (3.0, "derived from " + H200 + ": 8 B 5.6 us, 8 KiB 8.2 us, 64 KiB 9.5 us"),
@@ -253,16 +291,18 @@ def _hopper_ndr() -> dict:
             "nic_pcie_gbps": (63.0, "ConnectX-7 is a PCIe 5.0 x16 device: " + PCIE5_X16),
             "pcie_eff": (0.9, "assumed: 512-byte TLP payloads"),
             "nic_wire_gbps": (50.0, NDR),
+            "wire_eff": (0.97, IB_EFF),
             "nic_lat_us": (0.6, "assumed: ConnectX-7 ib_write_lat, sub-microsecond class"),
             "doorbell_us": (0.1, "assumed: one WQE write and MMIO doorbell"),
             "completion_us": (0.1, "assumed: one CQ poll hit"),
             "gdr_extra_us": (0.2, "assumed: one extra PCIe read round trip inside the switch"),
             "xsocket_hop_us": (0.3, "assumed: one UPI hop"),
-            "p2p_read_gbps_switch": (55.0, "assumed: inside one PCIe 5 switch peer reads run at the copy rate"),
+            "xsocket_gbps": (32.0, "UPI 2.0 at 16 GT/s (Sapphire Rapids): 32 GB/s per direction per link"),
+            "p2p_read_gbps_switch": (63.0, SWITCH + " (PCIe 5.0 x16 ports: " + PCIE5_X16 + ")"),
             "p2p_read_gbps_bridge": (45.0, "assumed: modern root complexes forward peer traffic well "
                                            "(NCCL still uses GDR by default only for PIX/PXB)"),
             "p2p_read_gbps_xsocket": (24.0, PERFTEST241),
-            "p2p_write_gbps_switch": (55.0, "assumed: inside one PCIe 5 switch peer writes run at the copy rate"),
+            "p2p_write_gbps_switch": (63.0, SWITCH + " (PCIe 5.0 x16 ports)"),
             "p2p_write_gbps_bridge": (50.0, "assumed: posted writes cross the host bridge well"),
             "p2p_write_gbps_xsocket": (24.0, PERFTEST241),
             "sw_overhead_us": (0.0, "verbs level: no MPI layer"),
@@ -278,6 +318,8 @@ def _hopper_ndr() -> dict:
             "gdrcopy_write_gbps": (9.6, GDRCOPY + "; assumed alike on Hopper"),
             "gdrcopy_read_us": (0.9, GDRCOPY + "; assumed alike on Hopper"),
             "gdrcopy_read_gbps": (0.53, GDRCOPY + "; assumed alike on Hopper"),
+            "gdrcopy_read_load_us": (0.2, LOADS),
+            "gdrcopy_remote_eff": (0.7, REMOTE),
             "p2p_lat_us": (4.7, H200X2 + ": 4.7 us at 8 B, peer access on"),
             "p2p_gbps": (393.0, H200X2 + ": 393 GB/s at 256 MiB over NVLink (seed: 900 GB/s bidirectional)"),
             "p2p_staged_lat_us": (18.7, H200X2 + ": 18.7 us at 8 B, peer access off"),

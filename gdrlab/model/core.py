@@ -1,10 +1,10 @@
 """Predictions: one-way latency and streaming bandwidth of every path against message size.
 
-Each stage costs ``fixed + size / rate`` (plus, for copy-engine copies, a measured ramp). A path is
-the sum of its stages for one message (latency); its streaming bandwidth is set by the busiest
-resource when messages follow each other (sender CPU, NIC, receiver CPU). ``pipelined`` is a
-three-stage pipeline of fixed-size chunks: fill, steady state at the slowest stage, drain.
-Sizes are numpy arrays, so a 30-point sweep of every path costs well under a millisecond per path.
+Each stage costs a fixed part plus bytes over the slowest link it crosses (:mod:`.routes` names
+every link on a path's route). A path's latency is its stages in sequence; its streaming bandwidth
+is set by its busiest resource (a thread, a link, a buffer pool), which every row names as the
+bottleneck. ``pipelined`` runs the exact chunk schedule of :mod:`.pipeline`. Sizes are numpy
+arrays, so a 30-point sweep of every path costs a few milliseconds per profile.
 """
 from __future__ import annotations
 
@@ -15,9 +15,12 @@ import numpy as np
 from ..errors import InvalidArgument, Unavailable
 from ..units import parse_sizes
 from ..vocab import NETWORK_PATHS, PATHS
+from . import routes as R
+from .pipeline import schedule
 from .profile import Profile, get_profile
 
-__all__ = ["PATHS", "NETWORK_PATHS", "STAGES", "WIRES", "latency_us", "bandwidth_gbps", "evaluate",
+__all__ = ["PATHS", "NETWORK_PATHS", "STAGES", "WIRES", "latency_us", "bandwidth_gbps", "evaluate", "evaluate_full",
+           "explain", "default_paths",
            "predict", "predict_all", "stage_us", "available_paths", "check_path", "as_sizes"]
 
 STAGES = ("copy-h2d-pinned", "copy-d2h-pinned", "copy-h2d-pageable", "copy-d2h-pageable", "memcpy",
@@ -47,81 +50,6 @@ def as_sizes(sizes: Any) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- stages
-def _rate(gbps: float) -> float:
-    return gbps * 1e3  # bytes per microsecond
-
-
-def ce_rate_gbps(p: dict) -> float:
-    return p["gpu_pcie_gbps"] * p["ce_eff"]
-
-
-def _ce(p: dict, direction: str, s: np.ndarray, memory: str = "pinned") -> np.ndarray:
-    if memory == "pageable":
-        # The driver copies pageable memory through its own pinned buffers in chunks: a memcpy of
-        # the first chunk before any DMA (fill), then memcpy and DMA overlap at the steady rate.
-        fill = np.minimum(s, p["pageable_chunk_bytes"]) / _rate(p["cpu_memcpy_gbps"])
-        return p[f"pageable_{direction}_us"] + fill + s / _rate(p[f"pageable_{direction}_gbps"])
-    launch = p[f"ce_launch_{direction}_us"]
-    # Measured copies approach the streaming rate gradually: an extra cost that grows with size and
-    # saturates (half of it at ce_ramp_bytes). Empirical; 0 where nothing was measured.
-    rb = p["ce_ramp_bytes"]
-    ramp = p[f"ce_ramp_{direction}_us"] * (s / (s + rb) if rb > 0 else 1.0)
-    return launch + ramp + s / _rate(ce_rate_gbps(p))
-
-
-def _memcpy(p: dict, s):
-    return p["memcpy_us"] + s / _rate(p["cpu_memcpy_gbps"])
-
-
-def _host_wire_gbps(p: dict) -> float:
-    return min(p["nic_wire_gbps"], p["nic_pcie_gbps"] * p["pcie_eff"])
-
-
-def _wire(p: dict, s, wire: str):
-    if wire == "verbs":
-        return p["doorbell_us"] + p["nic_lat_us"] + p["completion_us"] + s / _rate(_host_wire_gbps(p))
-    return p["tcp_lat_us"] + s / _rate(p["tcp_gbps"])
-
-
-def _wire_busy(p: dict, s, wire: str):
-    """How long the wire is occupied per message when messages stream back to back."""
-    if wire == "verbs":
-        return s / _rate(_host_wire_gbps(p))
-    return p["tcp_msg_us"] + s / _rate(p["tcp_gbps"])
-
-
-def _cpu_wire(p: dict, s, wire: str):
-    """CPU time a side spends on the wire per message: a TCP send or receive copies the data in
-    the kernel (the thread is busy); a verbs post or poll is counted in the fixed costs."""
-    return _wire_busy(p, s, wire) if wire == "tcp" else 0.0
-
-
-def _send_fixed(p: dict, wire: str) -> float:
-    return p["sw_overhead_us"] + (p["doorbell_us"] if wire == "verbs" else 0.0)
-
-
-def _recv_fixed(p: dict, wire: str) -> float:
-    return p["completion_us"] if wire == "verbs" else 0.0
-
-
-def gdr_rate_gbps(p: dict, placement: str) -> float:
-    """The slowest of: wire, NIC link, NIC reading the sender's GPU, NIC writing the receiver's."""
-    from .params import PLACEMENT_SUFFIX
-    sfx = PLACEMENT_SUFFIX[placement]
-    return min(_host_wire_gbps(p), p[f"p2p_read_gbps_{sfx}"], p[f"p2p_write_gbps_{sfx}"])
-
-
-def _gdrcopy(p: dict, kind: str, s):
-    return p[f"gdrcopy_{kind}_us"] + s / _rate(p[f"gdrcopy_{kind}_gbps"])
-
-
-def _p2p_staged(p: dict, s):
-    # The driver stages through host memory in chunks: the first chunk's D2H copy is the pipeline
-    # fill, then the two copies overlap at the steady rate.
-    fill = np.minimum(s, p["p2p_staged_chunk_bytes"]) / _rate(ce_rate_gbps(p))
-    return p["p2p_staged_lat_us"] + fill + s / _rate(p["p2p_staged_gbps"])
-
-
 def stage_us(profile: Profile | str, stage: str, sizes: Any, **overrides) -> np.ndarray:
     """Time in microseconds of one stage alone (a copy, a memcpy, one wire crossing, ...)."""
     prof = get_profile(profile, **overrides)
@@ -133,86 +61,143 @@ def stage_us(profile: Profile | str, stage: str, sizes: Any, **overrides) -> np.
         except ValueError:
             direction = memory = ""
         if direction in ("h2d", "d2h") and memory in ("pinned", "pageable"):
-            return _ce(p, direction, s, memory)
+            return R.copy_us(p, direction, s, memory)
     elif stage == "memcpy":
-        return _memcpy(p, s)
+        return R.memcpy_us(p, s)
     elif stage in ("wire-verbs", "wire-tcp"):
-        return _wire(p, s, stage[5:]) + 0 * s
+        links = R.route(p, "host", prof.placement, stage[5:])
+        return R.wire_us(p, s, stage[5:], R.rate_of(links, R.WIRE_LINKS)) + 0 * s
     elif stage in ("gdrcopy-write", "gdrcopy-read"):
-        return _gdrcopy(p, stage[8:], s)
+        links = R.route(p, "gdrcopy", "same-host-bridge", "tcp")
+        return R.gdrcopy_us(p, stage[8:], s, links[f"bar1-{stage[8:]}"], False)
     elif stage == "p2p":
-        return p["p2p_lat_us"] + s / _rate(p["p2p_gbps"])
+        return R.p2p_us(p, s, R.route(p, "p2p", prof.placement, "tcp", _nvlink(prof))["peer-link"])
     elif stage == "p2p-staged":
-        return _p2p_staged(p, s)
+        return R.p2p_staged_us(p, s, R.rate_of(R.route(p, "p2p-staged", prof.placement, "tcp"),
+                                               ("driver-staging", "copy-d2h", "copy-h2d")))
     raise InvalidArgument(f"unknown stage {stage!r}; valid: {', '.join(STAGES)}")
 
 
+def _nvlink(prof: Profile) -> bool:
+    return prof.topology.get("peer_link", "nvlink") == "nvlink"
+
+
+def _send_fixed(p: dict, wire: str) -> float:
+    return p["sw_overhead_us"] + (p["doorbell_us"] if wire == "verbs" else 0.0)
+
+
+def _recv_fixed(p: dict, wire: str) -> float:
+    return p["completion_us"] if wire == "verbs" else 0.0
+
+
 # ---------------------------------------------------------------------------- paths
-def _pipeline(p: dict, s, wire: str, chunk: float, depth: float):
-    """Latency and streaming period of ``shared`` cut into chunks over ``depth`` buffers per side."""
+def _pipeline(p: dict, s, wire: str, chunk: float, depth: float, links: dict):
+    """Latency and busy resources of ``shared`` cut into chunks over ``depth`` buffers per side."""
+    wrate = R.rate_of(links, R.WIRE_LINKS)
     n = np.ceil(s / chunk)
-    r = s - (n - 1) * chunk  # the last chunk, 1..chunk bytes
-    c = np.minimum(s, chunk)
-    fns = (lambda x: _ce(p, "d2h", x), lambda x: _wire(p, x, wire), lambda x: _ce(p, "h2d", x))
-    t_c = np.stack([f(c) for f in fns])      # per-stage time of a full chunk
-    t_r = np.stack([f(r) for f in fns])      # per-stage time of the last chunk
-    # A buffer is busy from the start of its copy until the wire has drained it (on each side), so
-    # with `depth` buffers one chunk cannot start more often than (copy + wire) / depth.
-    period = np.maximum(t_c.max(axis=0),
-                        np.maximum(t_c[0] + t_c[1], t_c[1] + t_c[2]) / depth)
-    k = t_c.argmax(axis=0)                   # the bottleneck stage
-    idx = np.arange(3)[:, None]
-    fill = np.where(idx < k, t_c, 0.0).sum(axis=0)
-    drain = np.where(idx >= k, t_r, 0.0).sum(axis=0)
-    finish_last = fill + (n - 1) * period + drain
-    finish_prev = t_c.sum(axis=0) + np.maximum(n - 2, 0) * period  # the last full chunk's drain
-    lat = np.where(n > 1, np.maximum(finish_last, finish_prev), t_c.sum(axis=0))
-    total = t_c * (n - 1) + t_r              # busy time per stage for the whole message
-    busy = np.maximum(total.max(axis=0), np.maximum(total[0] + total[1], total[1] + total[2]) / depth)
-    busy = np.maximum(busy, n * _send_fixed(p, wire))
+    c = float(chunk)
+    r = s - (n - 1) * chunk                  # the last chunk, 1..chunk bytes
+
+    def parts(x):
+        o1, d1 = R.copy_parts(p, "d2h", x, links["copy-d2h"])
+        o2, d2 = R.wire_parts(p, x, wire, wrate)
+        o3, d3 = R.copy_parts(p, "h2d", x, links["copy-h2d"])
+        return (o1, o2, o3), (d1, d2, d3)
+
+    a_full, d = parts(c)
+    a_last = np.stack([np.broadcast_to(np.asarray(v, dtype=float), s.shape) for v in parts(r)[0]])
+    lat = schedule([float(v) for v in a_full], a_last, [float(v) for v in d], n.astype(np.int64), int(depth),
+                   streamed=wire == "tcp")
+    tot = [a_full[k] * (n - 1) + a_last[k] for k in range(3)]
+    busy = {"copy-d2h": tot[0], _wire_name(links): tot[1], "copy-h2d": tot[2],
+            "sender buffers": (tot[0] + n * d[0] + tot[1]) / depth,
+            "receiver buffers": (tot[1] + (0.0 if wire == "tcp" else n * d[1]) + tot[2]) / depth,
+            "sender cpu": n * _send_fixed(p, wire)}
+    # One thread per side takes messages in turn: it issues every copy and waits for the last one
+    # (and on tcp carries the bytes through the kernel), so messages do not overlap on it.
+    tcp = tot[1] if wire == "tcp" else 0.0
+    busy["sender thread"] = n * _send_fixed(p, wire) + tot[0] + d[0] + tcp
+    busy["receiver thread"] = n * _recv_fixed(p, wire) + tot[2] + d[2] + tcp
     return lat, busy
+
+
+def _wire_name(links: dict) -> str:
+    return min((n for n in R.WIRE_LINKS if n in links), key=lambda n: links[n])
+
+
+def evaluate_full(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: float, depth: float):
+    """(latency_us, bw_gbps, bottleneck names) arrays for a checked profile, path and wire."""
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        lat, bw, neck = _evaluate(prof, path, s, wire=wire, chunk=chunk, depth=depth)
+    if not (np.all(np.isfinite(lat)) and np.all(np.isfinite(bw))):
+        changed = ", ".join(f"{k}={v:g}" for k, v in prof.overrides.items()) or "none"
+        raise InvalidArgument(f"the model of path {path!r} overflows with these parameters (overrides: {changed}); "
+                              "use values nearer the profile's")
+    return lat, bw, neck
+
+
+def _evaluate(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: float, depth: float):
+    p = prof.params
+    sw = p["sw_overhead_us"]
+    links = R.route(p, path, prof.placement, wire, _nvlink(prof))
+    send, recv = _send_fixed(p, wire), _recv_fixed(p, wire)
+    wname = _wire_name(links) if path in NETWORK_PATHS else ""
+    wrate = links[wname] if wname else 0.0
+    if path in ("host", "staged", "shared", "gdrcopy"):
+        wire_t = R.wire_us(p, s, wire, wrate)
+        wire_busy = s / (wrate * 1e3)
+        if wire == "tcp":  # the kernel copies the data: the thread is busy for the whole send
+            cpu = R.wire_parts(p, s, wire, wrate)[0]
+            send, recv, wire_busy = send + cpu, recv + cpu, wire_busy + p["tcp_msg_us"]
+    if path == "host":
+        lat = sw + wire_t
+        busy = {"sender cpu": send + 0 * s, wname: wire_busy, "receiver cpu": recv + 0 * s}
+    elif path in ("staged", "shared"):
+        d2h = R.copy_us(p, "d2h", s, rate=links["copy-d2h"])
+        h2d = R.copy_us(p, "h2d", s, rate=links["copy-h2d"])
+        mc = R.memcpy_us(p, s) if path == "staged" else 0.0 * s
+        lat = sw + d2h + mc + wire_t + mc + h2d
+        busy = {"sender (d2h copy" + (" + memcpy)" if path == "staged" else ")"): send + d2h + mc,
+                wname: wire_busy, "receiver (" + ("memcpy + " if path == "staged" else "") + "h2d copy)": recv + mc + h2d}
+    elif path == "pipelined":
+        lat, busy = _pipeline(p, s, wire, chunk, depth, links)
+        lat = lat + sw
+    elif path == "gdr":
+        hop = p["xsocket_hop_us"] if prof.placement == "cross-socket" else 0.0
+        lname = min(links, key=lambda k: links[k])
+        move = s / (links[lname] * 1e3)
+        lat = sw + p["doorbell_us"] + p["nic_lat_us"] + p["completion_us"] + p["gdr_extra_us"] + hop + move
+        busy = {"sender cpu": send + 0 * s, lname: move, "receiver cpu": recv + 0 * s}
+    elif path == "gdrcopy":
+        remote = prof.placement == "cross-socket"
+        rd = R.gdrcopy_us(p, "read", s, links["bar1-read"], remote)
+        wr = R.gdrcopy_us(p, "write", s, links["bar1-write"], remote)
+        lat = sw + rd + wire_t + wr
+        busy = {"sender (bar1 read)": send + rd, wname: wire_busy, "receiver (bar1 write)": recv + wr}
+    elif path == "p2p":
+        lat = R.p2p_us(p, s, links["peer-link"])
+        busy = {"peer-link": s / (links["peer-link"] * 1e3), "copy call": lat - s / (links["peer-link"] * 1e3)}
+    elif path == "p2p-staged":
+        rate = R.rate_of(links, links)
+        lat = R.p2p_staged_us(p, s, rate)
+        lname = min(links, key=lambda k: links[k])
+        busy = {lname: s / (rate * 1e3), "copy call": lat - s / (rate * 1e3)}
+    else:  # pragma: no cover - check_path rejects it first
+        raise InvalidArgument(f"unknown path {path!r}")
+    names = list(busy)
+    mat = np.stack([np.broadcast_to(np.asarray(busy[k], dtype=float), s.shape) for k in names])
+    if path in ("p2p", "p2p-staged"):
+        total = lat  # synchronous copies, as gdrlab.engine.p2p_bench times them
+    else:
+        total = mat.max(axis=0)
+    neck = np.asarray(names, dtype=object)[mat.argmax(axis=0)]
+    return lat, s / (total * 1e3), neck
 
 
 def evaluate(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: float, depth: float):
     """(latency_us, bw_gbps) arrays for a checked profile, path and wire."""
-    p = prof.params
-    sw = p["sw_overhead_us"]
-    send, recv = _send_fixed(p, wire), _recv_fixed(p, wire)
-    if path in ("staged", "shared", "gdrcopy"):
-        cpu = _cpu_wire(p, s, wire)
-        send, recv = send + cpu, recv + cpu
-    if path == "host":
-        lat = sw + _wire(p, s, wire)
-        busy = np.maximum(np.maximum(send, _wire_busy(p, s, wire)), recv)
-    elif path == "staged":
-        d2h, h2d, mc = _ce(p, "d2h", s), _ce(p, "h2d", s), _memcpy(p, s)
-        lat = sw + d2h + mc + _wire(p, s, wire) + mc + h2d
-        busy = np.maximum(np.maximum(send + d2h + mc, _wire_busy(p, s, wire)), recv + mc + h2d)
-    elif path == "shared":
-        d2h, h2d = _ce(p, "d2h", s), _ce(p, "h2d", s)
-        lat = sw + d2h + _wire(p, s, wire) + h2d
-        busy = np.maximum(np.maximum(send + d2h, _wire_busy(p, s, wire)), recv + h2d)
-    elif path == "pipelined":
-        lat, busy = _pipeline(p, s, wire, chunk, depth)
-        lat = lat + sw
-    elif path == "gdr":
-        hop = p["xsocket_hop_us"] if prof.placement == "cross-socket" else 0.0
-        move = s / _rate(gdr_rate_gbps(p, prof.placement))
-        lat = sw + p["doorbell_us"] + p["nic_lat_us"] + p["completion_us"] + p["gdr_extra_us"] + hop + move
-        busy = np.maximum(np.maximum(send, move), recv)
-    elif path == "gdrcopy":
-        rd, wr = _gdrcopy(p, "read", s), _gdrcopy(p, "write", s)
-        lat = sw + rd + _wire(p, s, wire) + wr
-        busy = np.maximum(np.maximum(send + rd, _wire_busy(p, s, wire)), recv + wr)
-    elif path == "p2p":
-        lat = p["p2p_lat_us"] + s / _rate(p["p2p_gbps"])
-        busy = lat  # synchronous copies, as gdrlab.engine.p2p_bench times them
-    elif path == "p2p-staged":
-        lat = _p2p_staged(p, s)
-        busy = lat
-    else:  # pragma: no cover - check_path rejects it first
-        raise InvalidArgument(f"unknown path {path!r}")
-    return lat, s / (busy * 1e3)
+    lat, bw, _ = evaluate_full(prof, path, s, wire=wire, chunk=chunk, depth=depth)
+    return lat, bw
 
 
 def available_paths(profile: Profile | str) -> list[str]:
@@ -226,6 +211,30 @@ def available_paths(profile: Profile | str) -> list[str]:
             continue
         out.append(path)
     return out
+
+
+def default_paths(profile: Profile | str, wire: str | None = None) -> list[str]:
+    """The paths a sweep shows by default: those the profile can run over ``wire`` (gdr needs verbs)."""
+    prof = get_profile(profile)
+    w = wire or prof.wire
+    return [p for p in available_paths(prof) if not (p == "gdr" and w != "verbs")]
+
+
+def explain(profile: Profile | str, path: str, size: float, *, placement: str | None = None,
+            chunk: int | None = None, depth: int | None = None, wire: str | None = None, **overrides) -> dict:
+    """Why ``path`` takes what it takes at ``size``: every link on its route with its rate, the
+    bottleneck of streaming, latency and bandwidth."""
+    prof, c, d = _resolve(profile, placement, chunk, depth, wire, overrides)
+    w = check_path(prof, path, wire if path in NETWORK_PATHS else None)
+    s = as_sizes([size])
+    lat, bw, neck = evaluate_full(prof, path, s, wire=w, chunk=c, depth=d)
+    links = R.route(prof.params, path, prof.placement, w if path in NETWORK_PATHS else "tcp", _nvlink(prof))
+    if path not in NETWORK_PATHS:
+        links = {k: v for k, v in links.items() if k != "tcp"}
+    return {"path": path, "size": int(s[0]), "wire": w if path in NETWORK_PATHS else None,
+            "links_gbps": links, "slowest_link": min(links, key=lambda k: links[k]),
+            "bottleneck": str(neck[0]), "lat_us": float(lat[0]), "bw_gbps": float(bw[0]),
+            "profile": prof.name, "level": prof.level, "placement": prof.placement}
 
 
 def check_path(prof: Profile, path: str, wire: str | None = None) -> str:
@@ -257,8 +266,8 @@ def _resolve(profile, placement, chunk, depth, wire, overrides):
     depth_n = float(depth) if depth is not None else prof.params["depth"]
     if chunk_b < 1:
         raise InvalidArgument(f"chunk must be at least 1 byte, got {chunk}")
-    if depth_n < 1 or depth_n != int(depth_n):
-        raise InvalidArgument(f"depth must be a whole number >= 1, got {depth}")
+    if not 1 <= depth_n <= 1024 or depth_n != int(depth_n):
+        raise InvalidArgument(f"depth must be a whole number from 1 to 1024, got {depth}")
     return prof, chunk_b, depth_n
 
 
@@ -281,7 +290,7 @@ def bandwidth_gbps(profile: Profile | str, path: str, sizes: Any, **kw) -> np.nd
 
 def _provenance(prof: Profile, wire: str, overrides: dict, chunk: float, depth: float) -> dict:
     from .. import __version__
-    return {"kind": "modelled", "profile": prof.name, "placement": prof.placement, "wire": wire,
+    return {"kind": "modelled", "profile": prof.name, "level": prof.level, "placement": prof.placement, "wire": wire,
             "overrides": dict(prof.overrides), "follows": prof.follows,
             "chunk": int(chunk), "depth": int(depth), "gdrlab": __version__}
 
@@ -295,8 +304,9 @@ def predict(profile_or_name: Profile | str, path: str, sizes: Any = "8:64M", *, 
     prof, c, d = _resolve(profile_or_name, placement, chunk, depth, wire, overrides)
     w = check_path(prof, path, wire)
     s = as_sizes(sizes)
-    lat, bw = evaluate(prof, path, s, wire=w, chunk=c, depth=d)
-    df = pd.DataFrame({"path": path, "size": s.astype(np.int64), "lat_us": lat, "bw_gbps": bw})
+    lat, bw, neck = evaluate_full(prof, path, s, wire=w, chunk=c, depth=d)
+    df = pd.DataFrame({"path": path, "size": s.astype(np.int64), "lat_us": lat, "bw_gbps": bw,
+                       "bottleneck": neck, "level": prof.level})
     df.attrs["provenance"] = _provenance(prof, w, overrides, c, d)
     return df
 
@@ -308,14 +318,15 @@ def predict_all(profile_or_name: Profile | str, sizes: Any = "8:64M", paths=None
     prof, c, d = _resolve(profile_or_name, kw.pop("placement", None), kw.pop("chunk", None),
                           kw.pop("depth", None), kw.get("wire"), {k: v for k, v in kw.items() if k != "wire"})
     wire = kw.get("wire")
-    todo = list(paths) if paths is not None else available_paths(prof)
+    todo = list(paths) if paths is not None else default_paths(prof, wire)
     s = as_sizes(sizes)
     size_col = s.astype(np.int64)
     frames = []
     for path in todo:
         w = check_path(prof, path, wire if path in NETWORK_PATHS else None)
-        lat, bw = evaluate(prof, path, s, wire=w, chunk=c, depth=d)
-        frames.append(pd.DataFrame({"path": path, "size": size_col, "lat_us": lat, "bw_gbps": bw}))
+        lat, bw, neck = evaluate_full(prof, path, s, wire=w, chunk=c, depth=d)
+        frames.append(pd.DataFrame({"path": path, "size": size_col, "lat_us": lat, "bw_gbps": bw,
+                                    "bottleneck": neck, "level": prof.level}))
     df = pd.concat(frames, ignore_index=True)
     overrides = {k: v for k, v in kw.items() if k != "wire"}
     df.attrs["provenance"] = _provenance(prof, wire or prof.wire, overrides, c, d)

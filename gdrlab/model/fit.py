@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import InvalidArgument
 from .core import NETWORK_PATHS, PATHS, STAGES, _resolve, check_path, evaluate, stage_us
+from .routes import ce_rate_gbps
 from .profile import Profile, get_profile
 
 __all__ = ["calibrate", "row_target", "predict_row", "fit_report"]
@@ -121,30 +122,32 @@ def _fit_ce(rows, p: dict, fitted: dict, label: str):
     best = None
     grid = [0.0] + list(np.geomspace(256, 16 << 20, 65)) if n_sizes >= 4 else [0.0]
     for rb in grid:
-        cols = {f"ce_launch_{d}_us": np.array([1.0 if x == d else 0.0 for x in dirs]) for d in set(dirs)}
+        cols = {f"ce_launch_{d}_us": np.array([1.0 if x == d else 0.0 for x in dirs]) for d in sorted(set(dirs))}
         if rb > 0:
-            for d in set(dirs):
+            for d in sorted(set(dirs)):
                 cols[f"ce_ramp_{d}_us"] = np.array([1.0 if x == d else 0.0 for x in dirs]) * s / (s + rb)
         if n_sizes >= 2:
-            cols["_x"] = s
+            for d in sorted(set(dirs)):
+                cols[f"_x_{d}"] = np.array([1.0 if x == d else 0.0 for x in dirs]) * s
             off = 0.0
         else:
-            off = s / (p["gpu_pcie_gbps"] * p["ce_eff"] * 1e3)
+            off = np.array([x / (ce_rate_gbps(p, d) * 1e3) for x, d in zip(s, dirs)])
         sol, rms = _rel_lstsq(cols, t, off)
         if best is None or rms < best[1] - 1e-12:
             best = (sol, rms, rb)
     sol, rms, rb = best
     for k, v in sol.items():
-        if k == "_x":
+        if k.startswith("_x_"):
             if v > 0:
+                key = "ce_eff" if k == "_x_h2d" else "ce_eff_d2h"
                 rate = 1.0 / v / 1e3
                 if rate > p["gpu_pcie_gbps"]:
                     # Faster than the base profile's link: that link is not this machine's. Keep
                     # the base's efficiency and infer the link from it.
-                    p["gpu_pcie_gbps"] = rate / p["ce_eff"]
+                    p["gpu_pcie_gbps"] = rate / p[key]
                     fitted["gpu_pcie_gbps"] = (label + " (copy rate above the base link; inferred)", len(sel), rms)
-                p["ce_eff"] = rate / p["gpu_pcie_gbps"]
-                fitted["ce_eff"] = (label, len(sel), rms)
+                p[key] = rate / p["gpu_pcie_gbps"]
+                fitted[key] = (label, len(sel), rms)
         else:
             p[k] = v
             fitted[k] = (label, len(sel), rms)
@@ -152,7 +155,7 @@ def _fit_ce(rows, p: dict, fitted: dict, label: str):
         p["ce_ramp_bytes"] = float(round(rb))
         fitted["ce_ramp_bytes"] = (label, len(sel), rms)
     else:
-        for d in set(dirs):
+        for d in sorted(set(dirs)):
             p[f"ce_ramp_{d}_us"] = 0.0
             fitted[f"ce_ramp_{d}_us"] = (label + " (no ramp needed)", len(sel), rms)
 
@@ -212,7 +215,7 @@ def _fit_p2p_staged(rows, p: dict, fitted: dict, label: str):
     if not sel:
         return
     s = np.array([float(r["size"]) for r in sel])
-    ce = p["gpu_pcie_gbps"] * p["ce_eff"] * 1e3
+    ce = ce_rate_gbps(p, "d2h") * 1e3
     chunks = list(np.geomspace(16 << 10, 64 << 20, 61)) if len(set(s.tolist())) >= 3 else [p["p2p_staged_chunk_bytes"]]
     best = None
     for c in chunks:
@@ -263,7 +266,7 @@ def _fit_wire(rows, p: dict, fitted: dict, label: str):
             if k == "_x":
                 if v > 0:
                     key = "tcp_gbps" if wire == "tcp" else "nic_wire_gbps"
-                    p[key] = 1.0 / v / 1e3
+                    p[key] = 1.0 / v / 1e3 / (p["wire_eff"] if wire == "verbs" else 1.0)
                     fitted[key] = (label, len(sel), rms)
                     if wire == "verbs" and p["nic_pcie_gbps"] * p["pcie_eff"] < p[key]:
                         p["pcie_eff"] = min(1.0, p[key] / p["nic_pcie_gbps"])
@@ -312,7 +315,7 @@ def _fit_gdr(rows, p: dict, fitted: dict, label: str, placement: str):
     if sol.get("_x", 0) > 0:
         rate = 1.0 / sol["_x"] / 1e3
         sfx = PLACEMENT_SUFFIX[placement]
-        wire = min(p["nic_wire_gbps"], p["nic_pcie_gbps"] * p["pcie_eff"])
+        wire = min(p["nic_wire_gbps"] * p["wire_eff"], p["nic_pcie_gbps"] * p["pcie_eff"])
         if rate < wire * 0.999:
             p[f"p2p_read_gbps_{sfx}"] = rate
             fitted[f"p2p_read_gbps_{sfx}"] = (label + " (GDR rate below the wire: taken as the NIC's read)",
@@ -401,7 +404,7 @@ def calibrate(df: Any, base: str | Profile = "hopper-ndr", name: str = "fitted",
     topo = topology if topology is not None else prof0.topology
     desc = description or f"{prof0.name} fitted to {label}"
     prof = Profile(name, desc, p, sources, topo, None if topology is not None else prof0.placement,
-                   follows=f"calibrated to {label}")
+                   follows=f"calibrated to {label}", level=prof0.level)
     report = fit_report(prof, rows)
     report["fitted"] = {k: {"value": p[k], "rows": v[1], "stage_rms_rel_err": v[2]} for k, v in fitted.items()}
     report["base"] = prof0.name

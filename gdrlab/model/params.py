@@ -8,18 +8,23 @@ from __future__ import annotations
 
 from ..errors import InvalidArgument
 
-__all__ = ["PARAMS", "PLACEMENTS", "PLACEMENT_SUFFIX", "ALIASES", "param_names", "check_value",
+__all__ = ["PARAMS", "PLACEMENTS", "LEVELS", "PLACEMENT_SUFFIX", "ALIASES", "param_names", "check_value",
            "resolve_alias", "param_range"]
 
 #: Where a GPU sits relative to the NIC it talks to (nvidia-smi's PIX/PXB, PHB/NODE, SYS).
 PLACEMENTS = ("same-switch", "same-host-bridge", "cross-socket")
+#: What a profile's latencies include: raw transport calls (verbs) or an MPI library on top.
+LEVELS = ("verbs", "MPI")
 PLACEMENT_SUFFIX = {"same-switch": "switch", "same-host-bridge": "bridge", "cross-socket": "xsocket"}
 
 # name -> (unit, kind, meaning). kind decides the physical range check.
 PARAMS: dict[str, tuple[str, str, str]] = {
     # PCIe and the copy engine
     "gpu_pcie_gbps": ("GB/s", "rate", "GPU's PCIe link, theoretical, per direction"),
-    "ce_eff": ("fraction", "fraction", "share of the GPU link a pinned copy-engine copy reaches"),
+    "ce_eff": ("fraction", "fraction", "share of the GPU link a pinned host-to-device copy reaches"),
+    "ce_eff_d2h": ("fraction", "fraction", "share of the GPU link a pinned device-to-host copy reaches"),
+    "ce_issue_us": ("us", "time", "copy-engine time of one copy queued on a stream behind others (launch "
+                                  "overlapped): what each pipeline chunk pays instead of the synchronous latency"),
     "ce_launch_h2d_us": ("us", "time", "synchronous host-to-device cudaMemcpy of a few bytes"),
     "ce_launch_d2h_us": ("us", "time", "synchronous device-to-host cudaMemcpy of a few bytes"),
     "ce_ramp_h2d_us": ("us", "time", "extra time mid-size H2D copies pay over tiny ones (tiny H2D copies "
@@ -38,12 +43,14 @@ PARAMS: dict[str, tuple[str, str, str]] = {
     # RDMA NIC (verbs wire)
     "nic_pcie_gbps": ("GB/s", "rate", "NIC's PCIe link, theoretical, per direction"),
     "pcie_eff": ("fraction", "fraction", "share of the NIC's PCIe link its DMA reaches (TLP overhead)"),
-    "nic_wire_gbps": ("GB/s", "rate", "network data rate of one port"),
+    "nic_wire_gbps": ("GB/s", "rate", "network data rate of one port (after line coding)"),
+    "wire_eff": ("fraction", "fraction", "share of the data rate left for payload (packet headers, acks)"),
     "nic_lat_us": ("us", "time", "NIC to NIC one-way time of a small RDMA write, host memory both ends"),
     "doorbell_us": ("us", "time", "posting a work request: WQE write + MMIO doorbell"),
     "completion_us": ("us", "time", "noticing the completion: polling the CQ"),
     "gdr_extra_us": ("us", "time", "extra small-message time when the NIC reads/writes GPU memory"),
     "xsocket_hop_us": ("us", "time", "extra latency of crossing the inter-socket link (QPI/UPI)"),
+    "xsocket_gbps": ("GB/s", "rate", "inter-socket link (QPI/UPI) rate one PCIe flow can use, per direction"),
     "p2p_read_gbps_switch": ("GB/s", "rate", "NIC reading GPU memory, both under one PCIe switch"),
     "p2p_read_gbps_bridge": ("GB/s", "rate", "NIC reading GPU memory through the CPU's host bridge"),
     "p2p_read_gbps_xsocket": ("GB/s", "rate", "NIC reading GPU memory on the other socket"),
@@ -67,6 +74,10 @@ PARAMS: dict[str, tuple[str, str, str]] = {
     "gdrcopy_write_gbps": ("GB/s", "rate", "CPU write rate through BAR1 (write-combined)"),
     "gdrcopy_read_us": ("us", "time", "CPU read of a few bytes from GPU memory through BAR1"),
     "gdrcopy_read_gbps": ("GB/s", "rate", "CPU read rate through BAR1 (uncached)"),
+    "gdrcopy_read_load_us": ("us", "time", "one uncached 8-byte load through BAR1: reads below 64 B are "
+                                           "a chain of such loads (the small-read floor)"),
+    "gdrcopy_remote_eff": ("fraction", "fraction", "share of the local gdrcopy rate a CPU on the other "
+                                                   "socket reaches"),
     # GPU to GPU in one host
     "p2p_lat_us": ("us", "time", "cudaMemcpyPeer of a few bytes, peer access on"),
     "p2p_gbps": ("GB/s", "rate", "peer DMA rate between the two GPUs (NVLink or PCIe)"),
@@ -74,6 +85,11 @@ PARAMS: dict[str, tuple[str, str, str]] = {
     "p2p_staged_gbps": ("GB/s", "rate", "steady rate of the driver's staging through host memory"),
     "p2p_staged_chunk_bytes": ("bytes", "bytes", "the driver's staging chunk (pipeline fill)"),
 }
+
+#: What-if ranges that keep every prediction finite: 1 kB/s to 1 PB/s, up to 1000 s, up to 1 PB.
+RATE_RANGE = (1e-6, 1e6)
+TIME_MAX = 1e9
+BYTES_MAX = 1e15
 
 #: Short names that mean "this quantity at the active placement".
 ALIASES = {"p2p_read_gbps": "p2p_read_gbps_{}", "p2p_write_gbps": "p2p_write_gbps_{}"}
@@ -103,13 +119,16 @@ def check_value(name: str, value) -> float:
     unit, kind, _ = PARAMS[name]
     if v != v or v in (float("inf"), float("-inf")):
         raise InvalidArgument(f"parameter {name} must be finite, got {value!r}")
-    if kind == "rate" and v <= 0:
-        raise InvalidArgument(f"parameter {name} is a rate and must be > 0 {unit}, got {v}")
-    if kind in ("time", "bytes") and v < 0:
-        raise InvalidArgument(f"parameter {name} must be >= 0 {unit}, got {v}")
+    if kind == "rate" and not RATE_RANGE[0] <= v <= RATE_RANGE[1]:
+        raise InvalidArgument(f"parameter {name} is a rate and must be between {RATE_RANGE[0]:g} and "
+                              f"{RATE_RANGE[1]:g} {unit}, got {v:g}")
+    if kind == "time" and not 0 <= v <= TIME_MAX:
+        raise InvalidArgument(f"parameter {name} must be between 0 and {TIME_MAX:g} {unit}, got {v:g}")
+    if kind == "bytes" and not 0 <= v <= BYTES_MAX:
+        raise InvalidArgument(f"parameter {name} must be between 0 and {BYTES_MAX:g} {unit}, got {v:g}")
     if kind == "fraction" and not 0 < v <= 1:
         raise InvalidArgument(f"parameter {name} is a fraction and must be in (0, 1], got {v}")
-    if kind == "count" and (v < 1 or v != int(v)):
+    if kind == "count" and (v < 1 or v > 1024 or v != int(v)):
         raise InvalidArgument(f"parameter {name} must be a whole number >= 1, got {v}")
     if name in ("chunk_bytes", "gpu_page_bytes", "p2p_staged_chunk_bytes") and v < 1:
         raise InvalidArgument(f"parameter {name} must be at least 1 byte, got {v}")

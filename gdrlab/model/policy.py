@@ -6,10 +6,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgument
-from .core import NETWORK_PATHS, _resolve, as_sizes, available_paths, check_path, evaluate
+from .core import NETWORK_PATHS, _resolve, as_sizes, check_path, default_paths, evaluate
 from .profile import Profile
 
-__all__ = ["crossover", "hybrid_policy"]
+__all__ = ["crossings", "crossover", "hybrid_policy"]
 
 _STEPS_PER_OCTAVE = 32
 
@@ -45,25 +45,39 @@ def _best(lat: np.ndarray) -> np.ndarray:
     return ok.argmax(axis=0)
 
 
+def crossings(profile: Profile | str, a: str, b: str, *, lo: int = 1, hi: int = 1 << 30,
+              placement: str | None = None, chunk: int | None = None, depth: int | None = None,
+              wire: str | None = None, **overrides: Any) -> list[dict]:
+    """Every size in [lo, hi] at which the faster of ``a`` and ``b`` changes: a list of
+    ``{"size": bytes, "faster": path}`` (the path that is faster from that size on), in order.
+    Found on a 32-points-per-octave grid, then to the byte by bisection."""
+    lat_a = _lat_fn(profile, a, placement, chunk, depth, wire, overrides)
+    lat_b = _lat_fn(profile, b, placement, chunk, depth, wire, overrides)
+    g = _grid(int(lo), int(hi))
+
+    def b_wins(x) -> np.ndarray:
+        x = np.atleast_1d(np.asarray(x))
+        return lat_b(x) < lat_a(x)
+
+    wins = b_wins(g)
+    out = [{"size": int(g[0]), "faster": b}] if wins[0] else []
+    for j in np.flatnonzero(wins[1:] != wins[:-1]) + 1:
+        now = bool(wins[j])
+        edge = _first_true(lambda x, now=now: bool(b_wins(x)[0]) == now, int(g[j - 1]), int(g[j]))
+        out.append({"size": edge, "faster": b if now else a})
+    return out
+
+
 def crossover(profile: Profile | str, a: str, b: str, *, lo: int = 1, hi: int = 1 << 30,
               placement: str | None = None, chunk: int | None = None, depth: int | None = None,
               wire: str | None = None, **overrides: Any) -> int | None:
     """The smallest size in [lo, hi] at which path ``b`` has a lower latency than path ``a``, or
-    None if it never does. Found on a 32-points-per-octave grid, then to the byte by bisection."""
-    lat_a = _lat_fn(profile, a, placement, chunk, depth, wire, overrides)
-    lat_b = _lat_fn(profile, b, placement, chunk, depth, wire, overrides)
-    g = _grid(int(lo), int(hi))
-    wins = lat_b(g) < lat_a(g)
-    if not wins.any():
-        return None
-    i = int(np.argmax(wins))
-    if i == 0:
-        return int(g[0])
-
-    def pred(x: int) -> bool:
-        return bool(lat_b(np.array([x]))[0] < lat_a(np.array([x]))[0])
-
-    return _first_true(pred, int(g[i - 1]), int(g[i]))
+    None if it never does (:func:`crossings` gives every change of the faster path)."""
+    for c in crossings(profile, a, b, lo=lo, hi=hi, placement=placement, chunk=chunk, depth=depth, wire=wire,
+                       **overrides):
+        if c["faster"] == b:
+            return c["size"]
+    return None
 
 
 def hybrid_policy(profile: Profile | str, paths=None, *, lo: int = 1, hi: int = 1 << 30,
@@ -73,8 +87,8 @@ def hybrid_policy(profile: Profile | str, paths=None, *, lo: int = 1, hi: int = 
     ``{"lo": bytes, "hi": bytes, "path": name}`` covering [lo, hi], the fastest path (lowest
     latency) in each range. By default the GPU-to-remote-GPU paths the profile can run."""
     if paths is None:
-        avail = available_paths(profile if not overrides and placement is None else
-                                _resolve(profile, placement, chunk, depth, wire, overrides)[0])
+        avail = default_paths(profile if not overrides and placement is None else
+                              _resolve(profile, placement, chunk, depth, wire, overrides)[0], wire)
         # Simplest-first on ties: with one chunk, pipelined equals shared; a library would still
         # say "pipelined above the GDR limit".
         order = ("gdrcopy", "gdr", "pipelined", "shared", "staged")

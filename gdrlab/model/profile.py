@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgument
-from .params import ALIASES, PARAMS, PLACEMENTS, check_value, resolve_alias
+from .params import ALIASES, LEVELS, PARAMS, PLACEMENTS, check_value, resolve_alias
 
 __all__ = ["Profile", "profiles", "get_profile", "placement_between", "borrow_nic", "PROFILE_DIR"]
 
@@ -33,10 +33,16 @@ def placement_between(topology: dict, a: str, b: str) -> str:
 
 class Profile:
     """A named hardware profile. ``params`` maps every parameter name to a float, ``sources`` to
-    the text saying where the value came from; ``placement`` is the GPU-NIC placement in effect."""
+    the text saying where the value came from; ``placement`` is the GPU-NIC placement in effect;
+    ``level`` says what its latencies include: ``"verbs"`` (raw transport) or ``"MPI"`` (an MPI
+    library's matching and protocol on top), shown beside every modelled number."""
 
     def __init__(self, name: str, description: str, params: dict, sources: dict, topology: dict,
-                 placement: str | None = None, follows: str = "", calibration: dict | None = None):
+                 placement: str | None = None, follows: str = "", calibration: dict | None = None,
+                 level: str = "verbs"):
+        if level not in LEVELS:
+            raise InvalidArgument(f"profile {name!r}: unknown level {level!r}; valid: {', '.join(LEVELS)}")
+        self.level = level
         missing = [p for p in PARAMS if p not in params]
         if missing:
             raise InvalidArgument(f"profile {name!r} lacks parameters: {', '.join(missing)}")
@@ -125,6 +131,7 @@ class Profile:
             "name": self.name,
             "description": self.description,
             "follows": self.follows,
+            "level": self.level,
             "placement": self.placement,
             "topology": self.topology,
             "params": {k: {"value": self.params[k], "unit": PARAMS[k][0], "source": self.sources[k]}
@@ -149,7 +156,8 @@ class Profile:
             if unknown:
                 raise InvalidArgument(f"unknown parameters in profile: {', '.join(unknown)}")
             return cls(doc["name"], doc.get("description", ""), params, sources, doc.get("topology", {}),
-                       doc.get("placement"), doc.get("follows", ""), doc.get("calibration"))
+                       doc.get("placement"), doc.get("follows", ""), doc.get("calibration"),
+                       doc.get("level", "verbs"))
         except (KeyError, TypeError) as exc:
             raise InvalidArgument(f"not a profile document: missing {exc}") from None
 
@@ -158,7 +166,7 @@ class Profile:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     def __repr__(self) -> str:
-        return f"Profile({self.name!r}, placement={self.placement!r}, n_gpus={self.n_gpus}, has_nic={self.has_nic})"
+        return f"Profile({self.name!r}, level={self.level!r}, placement={self.placement!r}, n_gpus={self.n_gpus}, has_nic={self.has_nic})"
 
 
 def borrow_nic(profile: Profile, donor: str | Profile = "hopper-ndr") -> Profile:
@@ -168,7 +176,7 @@ def borrow_nic(profile: Profile, donor: str | Profile = "hopper-ndr") -> Profile
     don = get_profile(donor) if isinstance(donor, str) else donor
     if not don.has_nic:
         raise InvalidArgument(f"profile {don.name!r} has no NIC to lend")
-    nic_keys = ["nic_pcie_gbps", "pcie_eff", "nic_wire_gbps", "nic_lat_us", "doorbell_us", "completion_us",
+    nic_keys = ["nic_pcie_gbps", "pcie_eff", "nic_wire_gbps", "wire_eff", "nic_lat_us", "doorbell_us", "completion_us",
                 "gdr_extra_us", "xsocket_hop_us"] + [k for k in PARAMS if k.startswith(("p2p_read_", "p2p_write_"))]
     params, sources = dict(base.params), dict(base.sources)
     for k in nic_keys:
@@ -181,7 +189,8 @@ def borrow_nic(profile: Profile, donor: str | Profile = "hopper-ndr") -> Profile
                                "host_bridge": where.get("host_bridge"), "switch": where.get("switch")}
     desc = (f"WHAT-IF: {base.name} with the NIC of {don.name} added; the NIC figures are not measured "
             f"on this GPU. {base.description}")
-    return Profile(f"{base.name}+nic:{don.name}", desc, params, sources, topo, None, base.follows)
+    return Profile(f"{base.name}+nic:{don.name}", desc, params, sources, topo, None, base.follows,
+                   level=base.level)
 
 
 # ---------------------------------------------------------------------- registry
