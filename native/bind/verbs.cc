@@ -12,24 +12,21 @@
 #include <cstring>
 
 #include "common.h"
-#include "buffer.h"
-#include "error.h"
-#include "verbs_api.h"
-#include "verbs_qp.h"
-#include "verbs_resources.h"
-#include "verbs_session.h"
+#include "core/buffer.h"
+#include "core/error.h"
+#include "verbs/api.h"
+#include "verbs/qp.h"
+#include "verbs/resources.h"
+#include "verbs/session.h"
 
 namespace nb = nanobind;
-using gdrlab_bind::make_spec;
+using gdrlab_bind::bytes_ptr;
 using gdrlab_bind::samples_array;
+using gdrlab_bind::text_str;
 using namespace nb::literals;
 using namespace gdrlab;
 
 namespace {
-
-nb::bytes as_bytes(const std::vector<uint8_t>& v) { return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size()); }
-
-const uint8_t* bytes_ptr(const nb::bytes& b) { return reinterpret_cast<const uint8_t*>(b.c_str()); }
 
 nb::dict port_dict(const PortInfo& p) {
   nb::dict d;
@@ -230,47 +227,30 @@ void bind_verbs(nb::module_& m) {
       .def_prop_ro("closed", &MemoryRegion::closed)
       .def("close", &MemoryRegion::close, nb::call_guard<nb::gil_scoped_release>());
 
-  nb::class_<VerbsClient>(v, "Client")
-      .def(nb::init<const std::string&, int, const std::string&, int>(), "host"_a, "port"_a, "token"_a,
-           "timeout_ms"_a, nb::call_guard<nb::gil_scoped_release>())
-      .def_prop_ro("server_description", &VerbsClient::server_description)
-      .def("run",
-           [](VerbsClient& c, const std::string& path, int mode, uint64_t size, uint32_t iters, uint32_t warmup,
-              uint32_t window, uint64_t chunk, uint32_t depth, uint32_t device, uint64_t seed, Buffer* buffer,
-              size_t offset) {
-             TestSpec s = make_spec(static_cast<uint8_t>(verbs_path_from_name(path)), mode, size, iters, warmup, window, chunk, depth,
-                                    device, seed);
-             VerbsRunResult r;
-             {
-               nb::gil_scoped_release release;
-               r = c.run(s, buffer, offset);
-             }
-             nb::dict info;
-             info["mechanism"] = r.mechanism;
-             info["peer_mechanism"] = r.peer_mechanism;
-             info["device"] = r.device_name;
-             info["port"] = r.port;
-             info["link_layer"] = r.link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand";
-             info["gid_index"] = r.gid_index;
-             info["path_mtu_bytes"] = r.path_mtu ? mtu_bytes(r.path_mtu) : 0;
-             return std::make_tuple(samples_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified, info);
-           },
-           "path"_a, "mode"_a, "size"_a, "iters"_a, "warmup"_a, "window"_a, "chunk"_a, "depth"_a, "device"_a,
-           "seed"_a, "buffer"_a = nb::none(), "offset"_a = 0)
-      .def("close", &VerbsClient::close, nb::call_guard<nb::gil_scoped_release>());
+  gdrlab_bind::bind_client<VerbsClient>(v, "Client", Wire::Verbs, [](VerbsRunResult& r) {
+    nb::dict info;
+    info["mechanism"] = r.mechanism;
+    info["peer_mechanism"] = text_str(r.peer_mechanism);
+    info["device"] = r.device_name;
+    info["port"] = r.port;
+    info["link_layer"] = r.link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand";
+    info["gid_index"] = r.gid_index;
+    info["path_mtu_bytes"] = r.path_mtu ? mtu_bytes(r.path_mtu) : 0;
+    return nb::make_tuple(samples_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified, info);
+  });
 
   // Pure functions: connection data and queue-pair attribute choices.
-  v.def("encode_conn_info", [](const nb::dict& d) { return as_bytes(encode_conn_info(conn_from(d))); });
+  v.def("encode_conn_info", [](const nb::dict& d) { return gdrlab_bind::vec_bytes(encode_conn_info(conn_from(d))); });
   v.def("decode_conn_info", [](const nb::bytes& b) { return conn_dict(decode_conn_info(bytes_ptr(b), b.size())); });
   v.def("encode_connect_request", [](const nb::bytes& spec, const nb::dict& d) {
     TestSpec s = decode_spec(bytes_ptr(spec), spec.size());
-    return as_bytes(encode_connect_request(s, conn_from(d)));
+    return gdrlab_bind::vec_bytes(encode_connect_request(s, conn_from(d)));
   }, "spec"_a, "conn"_a);
   v.def("decode_connect_request", [](const nb::bytes& b) {
     TestSpec s;
     ConnInfo c;
     decode_connect_request(bytes_ptr(b), b.size(), &s, &c);
-    return std::make_tuple(as_bytes(encode_spec(s)), conn_dict(c));
+    return std::make_tuple(gdrlab_bind::vec_bytes(encode_spec(s)), conn_dict(c));
   });
   v.def("choose_path_mtu", &choose_path_mtu, "local_active_mtu"_a, "remote_active_mtu"_a);
   v.def("mtu_bytes", &mtu_bytes, "mtu"_a);
