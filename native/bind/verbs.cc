@@ -28,38 +28,28 @@ using namespace gdrlab;
 
 namespace {
 
-nb::dict port_dict(const PortInfo& p) {
+#define GDRLAB_SET(f) d[#f] = info.f;
+
+nb::dict port_dict(const PortInfo& info) {
   nb::dict d;
-  d["port"] = p.port;
-  d["state"] = p.state;
-  d["max_mtu"] = p.max_mtu;
-  d["active_mtu"] = p.active_mtu;
-  d["lid"] = p.lid;
-  d["link_layer"] = p.link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
-  d["gid_tbl_len"] = p.gid_tbl_len;
-  d["active_width"] = p.active_width;
-  d["active_speed"] = p.active_speed;
+  d["port"] = info.port;
+  GDRLAB_PORT_FIELDS(GDRLAB_SET)
+  d["link_layer"] = info.link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
   return d;
 }
 
-nb::dict device_dict(const DeviceInfo& i) {
+nb::dict device_dict(const DeviceInfo& info) {
   nb::dict d;
-  d["name"] = i.name;
-  d["fw_ver"] = i.fw_ver;
-  d["node_guid"] = i.node_guid;
-  d["vendor_id"] = i.vendor_id;
-  d["vendor_part_id"] = i.vendor_part_id;
-  d["phys_port_cnt"] = i.phys_port_cnt;
-  d["max_qp"] = i.max_qp;
-  d["max_qp_wr"] = i.max_qp_wr;
-  d["max_cqe"] = i.max_cqe;
-  d["max_mr"] = i.max_mr;
-  d["max_mr_size"] = i.max_mr_size;
+  d["name"] = info.name;
+  d["fw_ver"] = info.fw_ver;
+  GDRLAB_DEVICE_FIELDS(GDRLAB_SET)
   nb::list ports;
-  for (const PortInfo& p : i.ports) ports.append(port_dict(p));
+  for (const PortInfo& p : info.ports) ports.append(port_dict(p));
   d["ports"] = ports;
   return d;
 }
+
+#undef GDRLAB_SET
 
 nb::dict conn_dict(const ConnInfo& c) {
   nb::dict d;
@@ -188,12 +178,7 @@ void bind_verbs(nb::module_& m) {
       .def_prop_ro("name", &Context::name)
       .def_prop_ro("info", [](const Context& c) { return device_dict(c.info()); })
       .def("port_attr", [](const Context& c, int port) {
-            ibv::ibv_port_attr a = c.port_attr(port);
-            PortInfo p;
-            p.port = port; p.state = a.state; p.max_mtu = a.max_mtu; p.active_mtu = a.active_mtu; p.lid = a.lid;
-            p.link_layer = a.link_layer; p.gid_tbl_len = a.gid_tbl_len; p.active_width = a.active_width;
-            p.active_speed = a.active_speed;
-            return port_dict(p);
+            return port_dict(port_info(port, c.port_attr(port)));
           }, "port"_a)
       .def("gid", [](const Context& c, int port, int index) {
             ibv::ibv_gid g = c.gid(port, index);

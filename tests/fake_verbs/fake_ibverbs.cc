@@ -21,7 +21,7 @@
 #include <mutex>
 #include <vector>
 
-#include "verbs_abi.h"
+#include "verbs/abi.h"
 
 using namespace gdrlab::ibv;
 

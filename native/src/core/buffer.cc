@@ -24,53 +24,60 @@ constexpr size_t kSlice = 8u << 20;
 }  // namespace
 
 const char* mem_kind_name(MemKind kind) {
-  switch (kind) {
-    case MemKind::Pageable: return "pageable";
-    case MemKind::Pinned: return "pinned";
-    case MemKind::Device: return "device";
-  }
-  return "?";
+  static const char* const kNames[] = {"pageable", "pinned", "device"};
+  const auto k = static_cast<unsigned>(kind);
+  return k < sizeof kNames / sizeof *kNames ? kNames[k] : "?";
 }
 
 size_t live_pinned_bytes() { return g_pinned.load(); }
 size_t live_device_bytes() { return g_device.load(); }
 
+namespace {
+
 // Word w of the stream is splitmix(seed ^ w); byte i is byte (i % 8) of word (i / 8). Any slice
 // of a message can be produced or checked on its own, which the chunked paths rely on.
-void pattern_fill_host(uint8_t* dst, size_t len, uint64_t seed, size_t start) {
-  size_t i = 0;
-  while (i < len) {
-    size_t pos = start + i;
-    uint64_t w = splitmix(seed ^ (pos / 8));
-    size_t b = pos % 8;
-    if (b == 0 && len - i >= 8) {
-      std::memcpy(dst + i, &w, 8);
-      i += 8;
-    } else {
-      dst[i] = static_cast<uint8_t>(w >> (8 * b));
-      ++i;
-    }
-  }
+inline uint8_t pattern_byte(uint64_t seed, size_t pos) {
+  return static_cast<uint8_t>(splitmix(seed ^ (pos / 8)) >> (8 * (pos % 8)));
 }
 
-int64_t pattern_check_host(const uint8_t* src, size_t len, uint64_t seed, size_t start) {
-  size_t i = 0;
-  while (i < len) {
-    size_t pos = start + i;
-    uint64_t w = splitmix(seed ^ (pos / 8));
-    size_t b = pos % 8;
-    if (b == 0 && len - i >= 8) {
-      if (std::memcmp(src + i, &w, 8) != 0) {
-        for (size_t k = 0; k < 8; ++k)
-          if (src[i + k] != static_cast<uint8_t>(w >> (8 * k))) return static_cast<int64_t>(i + k);
-      }
+// Walks the pattern over message bytes [start, start+len): word(i, w) for each aligned whole
+// word at i, byte(i, v) for every other byte. Returns the first i where either returned false,
+// else -1.
+template <class Word, class Byte>
+int64_t walk_pattern(size_t len, uint64_t seed, size_t start, Word word, Byte byte) {
+  for (size_t i = 0; i < len;) {
+    const size_t pos = start + i;
+    if (pos % 8 == 0 && len - i >= 8) {
+      if (!word(i, splitmix(seed ^ (pos / 8)))) return static_cast<int64_t>(i);
       i += 8;
     } else {
-      if (src[i] != static_cast<uint8_t>(w >> (8 * b))) return static_cast<int64_t>(i);
+      if (!byte(i, pattern_byte(seed, pos))) return static_cast<int64_t>(i);
       ++i;
     }
   }
   return -1;
+}
+
+}  // namespace
+
+void pattern_fill_host(uint8_t* dst, size_t len, uint64_t seed, size_t start) {
+  walk_pattern(
+      len, seed, start, [&](size_t i, uint64_t w) {
+        std::memcpy(dst + i, &w, 8);
+        return true;
+      },
+      [&](size_t i, uint8_t v) { return (dst[i] = v, true); });
+}
+
+int64_t pattern_check_host(const uint8_t* src, size_t len, uint64_t seed, size_t start) {
+  int64_t bad = walk_pattern(
+      len, seed, start, [&](size_t i, uint64_t w) { return std::memcmp(src + i, &w, 8) == 0; },
+      [&](size_t i, uint8_t v) { return src[i] == v; });
+  if (bad < 0) return -1;
+  // A word differed: name its first differing byte.
+  size_t i = static_cast<size_t>(bad);
+  while (src[i] == pattern_byte(seed, start + i)) ++i;
+  return static_cast<int64_t>(i);
 }
 
 void pattern_fill_host(uint8_t* dst, size_t len, uint64_t seed) { pattern_fill_host(dst, len, seed, 0); }

@@ -2,60 +2,32 @@
 
 namespace gdrlab {
 
-CudaStream::CudaStream(CUcontext ctx) : ctx_(ctx) {
+void StreamKind::create(CUcontext ctx, CUstream* s) {
   const CudaApi& api = cuda();
-  cuda_set(ctx_);
-  GDRLAB_CU(api, cuStreamCreate, &s_, CU_STREAM_NON_BLOCKING);
+  cuda_set(ctx);
+  GDRLAB_CU(api, cuStreamCreate, s, CU_STREAM_NON_BLOCKING);
 }
 
-CudaStream::~CudaStream() { reset(); }
-
-CudaStream& CudaStream::operator=(CudaStream&& o) noexcept {
-  if (this != &o) {
-    reset();
-    ctx_ = o.ctx_;
-    s_ = o.s_;
-    o.s_ = nullptr;
-  }
-  return *this;
+void StreamKind::destroy(CUcontext ctx, CUstream s) noexcept {
+  const CudaApi* api = cuda_if_loaded();
+  if (!api) return;
+  // Work still queued on the stream may read buffers that are about to be freed.
+  api->cuCtxSetCurrent(ctx);
+  api->cuStreamSynchronize(s);
+  api->cuStreamDestroy(s);
 }
 
-void CudaStream::reset() noexcept {
-  if (!s_) return;
-  if (const CudaApi* api = cuda_if_loaded()) {
-    // Work still queued on the stream may read buffers that are about to be freed.
-    api->cuCtxSetCurrent(ctx_);
-    api->cuStreamSynchronize(s_);
-    api->cuStreamDestroy(s_);
-  }
-  s_ = nullptr;
-}
-
-CudaEvent::CudaEvent(CUcontext ctx) : ctx_(ctx) {
+void EventKind::create(CUcontext ctx, CUevent* e) {
   const CudaApi& api = cuda();
-  cuda_set(ctx_);
-  GDRLAB_CU(api, cuEventCreate, &e_, CU_EVENT_DISABLE_TIMING);
+  cuda_set(ctx);
+  GDRLAB_CU(api, cuEventCreate, e, CU_EVENT_DISABLE_TIMING);
 }
 
-CudaEvent::~CudaEvent() { reset(); }
-
-CudaEvent& CudaEvent::operator=(CudaEvent&& o) noexcept {
-  if (this != &o) {
-    reset();
-    ctx_ = o.ctx_;
-    e_ = o.e_;
-    o.e_ = nullptr;
-  }
-  return *this;
-}
-
-void CudaEvent::reset() noexcept {
-  if (!e_) return;
+void EventKind::destroy(CUcontext ctx, CUevent e) noexcept {
   if (const CudaApi* api = cuda_if_loaded()) {
-    api->cuCtxSetCurrent(ctx_);
-    api->cuEventDestroy(e_);
+    api->cuCtxSetCurrent(ctx);
+    api->cuEventDestroy(e);
   }
-  e_ = nullptr;
 }
 
 std::vector<CudaEvent> make_events(CUcontext ctx, int n) {

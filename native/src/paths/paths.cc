@@ -48,35 +48,32 @@ void check_endpoint(Wire wire, PathConfig* cfg, const Buffer* user, size_t offse
                   " does not fit the " + std::to_string(user->size()) + "-byte buffer");
 }
 
+Buffer* message_buffer(Buffer* user, const PathConfig& cfg, size_t bytes, std::unique_ptr<Buffer>* own) {
+  if (user) return user;
+  *own = std::make_unique<Buffer>(path_needs_gpu(cfg.path) ? MemKind::Device : MemKind::Pageable, bytes, cfg.device);
+  return own->get();
+}
+
+void make_staging(Path path, size_t size, int device, std::unique_ptr<Buffer>* bounce, std::unique_ptr<Buffer>* host) {
+  if (path == Path::Staged) {
+    *bounce = std::make_unique<Buffer>(MemKind::Pinned, size, device);
+    *host = std::make_unique<Buffer>(MemKind::Pageable, size, device);
+  } else if (path == Path::Shared) {
+    *host = std::make_unique<Buffer>(MemKind::Pinned, size, device);
+  }
+}
+
 PathEndpoint::PathEndpoint(const PathConfig& cfg, TcpWire& wire, Buffer* user, size_t offset)
     : cfg_(cfg), wire_(wire), offset_(offset) {
   const bool gpu = path_needs_gpu(cfg_.path);
   check_endpoint(Wire::Tcp, &cfg_, user, offset);
-  if (user) {
-    user_ = user;
-  } else {
-    own_user_ = std::make_unique<Buffer>(gpu ? MemKind::Device : MemKind::Pageable, cfg_.size + offset, cfg_.device);
-    user_ = own_user_.get();
-  }
+  user_ = message_buffer(user, cfg_, cfg_.size + offset, &own_user_);
   if (!gpu) return;
   api_ = &cuda();
   ctx_ = user_->context();
-  const int dev = user_->device();
-  switch (cfg_.path) {
-    case Path::Staged:
-      bounce_ = std::make_unique<Buffer>(MemKind::Pinned, cfg_.size, dev);
-      host_ = std::make_unique<Buffer>(MemKind::Pageable, cfg_.size, dev);
-      break;
-    case Path::Shared:
-      host_ = std::make_unique<Buffer>(MemKind::Pinned, cfg_.size, dev);
-      break;
-    case Path::Pipelined:
-      for (int i = 0; i < cfg_.depth; ++i) slots_.push_back(std::make_unique<Buffer>(MemKind::Pinned, cfg_.chunk, dev));
-      break;
-    case Path::Host:
-    case Path::Gdr:
-    case Path::Max: break;
-  }
+  make_staging(cfg_.path, cfg_.size, user_->device(), &bounce_, &host_);
+  if (cfg_.path == Path::Pipelined)
+    for (int i = 0; i < cfg_.depth; ++i) slots_.push_back(std::make_unique<Buffer>(MemKind::Pinned, cfg_.chunk, user_->device()));
   stream_ = CudaStream(ctx_);
   if (cfg_.path == Path::Pipelined) events_ = make_events(ctx_, cfg_.depth);
 }
@@ -147,29 +144,13 @@ void PathEndpoint::recv() {
   throw_invalid(std::string("path '") + path_name(cfg_.path) + "' is not carried by the tcp wire");
 }
 
-// Sender: keep up to `depth` device-to-host chunk copies in flight; send each chunk as soon as its
-// copy completes, then reuse its slot for the chunk `depth` places ahead.
+// Sender: the chunk copies overlap the wire; each chunk is sent as soon as its copy completes.
 void PathEndpoint::send_pipelined() {
-  const CudaApi& api = *api_;
-  GDRLAB_CU(api, cuCtxSetCurrent, ctx_);
-  const size_t n = cfg_.size, chunk = cfg_.chunk;
-  const size_t nchunks = (n + chunk - 1) / chunk;
-  const size_t depth = slots_.size();
-  auto issue = [&](size_t i) {
-    size_t off = i * chunk, len = std::min(chunk, n - off);
-    size_t s = i % depth;
-    GDRLAB_CU(api, cuMemcpyDtoHAsync, slots_[s]->host_ptr(), user_->device_ptr() + offset_ + off, len, stream_.get());
-    GDRLAB_CU(api, cuEventRecord, events_[s].get(), stream_.get());
-  };
-  for (size_t i = 0; i < std::min(depth, nchunks); ++i) issue(i);
-  wire_.send_data_header(n);
-  for (size_t i = 0; i < nchunks; ++i) {
-    size_t s = i % depth;
-    size_t off = i * chunk, len = std::min(chunk, n - off);
-    GDRLAB_CU(api, cuEventSynchronize, events_[s].get());
-    wire_.send_raw(slots_[s]->host_ptr(), len);
-    if (i + depth < nchunks) issue(i + depth);
-  }
+  GDRLAB_CU(*api_, cuCtxSetCurrent, ctx_);
+  pipeline_send(
+      *api_, stream_.get(), events_, user_->device_ptr() + offset_, cfg_.size, cfg_.chunk,
+      [&](size_t s) { return slots_[s]->host_ptr(); }, [](size_t) {}, [&] { wire_.send_data_header(cfg_.size); },
+      [&](size_t, size_t s, size_t, size_t len) { wire_.send_raw(slots_[s]->host_ptr(), len); });
 }
 
 // Receiver: receive chunk i into slot i % depth once that slot's previous host-to-device copy has

@@ -13,43 +13,30 @@ VerbsEndpoint::VerbsEndpoint(const VerbsPathConfig& cfg, std::unique_ptr<RcLink>
   // Should anything below throw, the members made so far go in reverse order of declaration:
   // the link (QP, CQ), events and stream, memory regions, then buffers.
   check_endpoint(Wire::Verbs, &cfg_, user, offset);
-  const bool gpu = path_needs_gpu(cfg_.path);
   const bool pipelined = cfg_.path == Path::Pipelined;
   if (pipelined && (cfg_.size + cfg_.chunk - 1) / cfg_.chunk > kImmIndexMask)
     throw_invalid("too many chunks per message");
-  if (user) {
-    user_ = user;
-  } else {
-    size_t alloc = cfg_.size + offset;
-    // The gdr path exports its buffer as a dma-buf: a whole number of 2 MiB GPU pages keeps the
-    // page-rounded export range inside this allocation even for tiny messages.
-    if (cfg_.path == Path::Gdr) alloc = (alloc + (2u << 20) - 1) / (2u << 20) * (2u << 20);
-    own_user_ = std::make_unique<Buffer>(gpu ? MemKind::Device : MemKind::Pageable, alloc, cfg_.device);
-    user_ = own_user_.get();
-  }
+  // The gdr path exports its buffer as a dma-buf: a whole number of 2 MiB GPU pages keeps the
+  // page-rounded export range inside this allocation even for tiny messages.
+  size_t alloc = cfg_.size + offset;
+  if (cfg_.path == Path::Gdr) alloc = (alloc + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+  user_ = message_buffer(user, cfg_, alloc, &own_user_);
   const int dev = user_->device();
-  switch (cfg_.path) {
-    case Path::Host:
-      land_mr_ = MemoryRegion::register_host(pd_, static_cast<char*>(user_->host_ptr()) + offset_, cfg_.size);
-      return;
-    case Path::Gdr:
-      land_mr_ = MemoryRegion::register_device(pd_, user_->device_ptr() + offset_, cfg_.size, dev, kDefaultAccess,
-                                               cfg_.gpu_registration);
-      return;
-    case Path::Staged:
-      bounce_ = std::make_unique<Buffer>(MemKind::Pinned, cfg_.size, dev);
-      host_ = std::make_unique<Buffer>(MemKind::Pageable, cfg_.size, dev);
-      break;
-    case Path::Shared:
-      host_ = std::make_unique<Buffer>(MemKind::Pinned, cfg_.size, dev);
-      break;
-    case Path::Pipelined:
-      host_ = std::make_unique<Buffer>(MemKind::Pinned, cfg_.size, dev);
-      slots_ = std::make_unique<Buffer>(MemKind::Pinned, cfg_.chunk * cfg_.depth, dev);
-      send_mr_ = MemoryRegion::register_host(pd_, slots_->host_ptr(), slots_->size());
-      slot_seq_.assign(cfg_.depth, 0);
-      break;
-    case Path::Max: break;
+  if (cfg_.path == Path::Host) {
+    land_mr_ = MemoryRegion::register_host(pd_, static_cast<char*>(user_->host_ptr()) + offset_, cfg_.size);
+    return;
+  }
+  if (cfg_.path == Path::Gdr) {
+    land_mr_ = MemoryRegion::register_device(pd_, user_->device_ptr() + offset_, cfg_.size, dev, kDefaultAccess,
+                                             cfg_.gpu_registration);
+    return;
+  }
+  // Pipelined chunks land in one pinned region, as shared messages do; they leave from slots.
+  make_staging(pipelined ? Path::Shared : cfg_.path, cfg_.size, dev, &bounce_, &host_);
+  if (pipelined) {
+    slots_ = std::make_unique<Buffer>(MemKind::Pinned, cfg_.chunk * cfg_.depth, dev);
+    send_mr_ = MemoryRegion::register_host(pd_, slots_->host_ptr(), slots_->size());
+    slot_seq_.assign(cfg_.depth, 0);
   }
   land_mr_ = MemoryRegion::register_host(pd_, host_->host_ptr(), host_->size());
   api_ = &cuda();
@@ -173,29 +160,23 @@ void VerbsEndpoint::recv() {
   }
 }
 
-// Sender: up to `depth` device-to-host chunk copies in flight; each chunk is written to the peer
-// as soon as its copy ends, and its slot is refilled once that write has completed.
+// Sender: each chunk is written to the peer as soon as its copy ends; a slot is refilled once its
+// write has completed.
 void VerbsEndpoint::send_pipelined() {
-  const CudaApi& api = *api_;
-  GDRLAB_CU(api, cuCtxSetCurrent, ctx_);
-  const size_t n = cfg_.size, chunk = cfg_.chunk;
-  const size_t nchunks = (n + chunk - 1) / chunk;
-  const size_t depth = slot_seq_.size();
+  GDRLAB_CU(*api_, cuCtxSetCurrent, ctx_);
+  const size_t chunk = cfg_.chunk;
   char* slots = static_cast<char*>(slots_->host_ptr());
-  auto issue = [&](size_t i) {
-    size_t off = i * chunk, len = std::min(chunk, n - off), s = i % depth;
-    if (slot_seq_[s]) link_->wait_sent(slot_seq_[s]);
-    GDRLAB_CU(api, cuMemcpyDtoHAsync, slots + s * chunk, user_->device_ptr() + offset_ + off, len, stream_.get());
-    GDRLAB_CU(api, cuEventRecord, events_[s].get(), stream_.get());
-  };
-  for (size_t i = 0; i < std::min(depth, nchunks); ++i) issue(i);
-  for (size_t i = 0; i < nchunks; ++i) {
-    size_t off = i * chunk, len = std::min(chunk, n - off), s = i % depth;
-    GDRLAB_CU(api, cuEventSynchronize, events_[s].get());
-    slot_seq_[s] = link_->write_imm(send_mr_->addr() + s * chunk, send_mr_->lkey(), static_cast<uint32_t>(len),
-                                   remote_addr_ + off, remote_rkey_, kImmData | static_cast<uint32_t>(i), true);
-    if (i + depth < nchunks) issue(i + depth);
-  }
+  pipeline_send(
+      *api_, stream_.get(), events_, user_->device_ptr() + offset_, cfg_.size, chunk,
+      [&](size_t s) { return slots + s * chunk; },
+      [&](size_t s) {
+        if (slot_seq_[s]) link_->wait_sent(slot_seq_[s]);
+      },
+      [] {},
+      [&](size_t i, size_t s, size_t off, size_t len) {
+        slot_seq_[s] = link_->write_imm(send_mr_->addr() + s * chunk, send_mr_->lkey(), static_cast<uint32_t>(len),
+                                        remote_addr_ + off, remote_rkey_, kImmData | static_cast<uint32_t>(i), true);
+      });
 }
 
 // Receiver: chunk i has landed when its immediate arrives (RC delivers in order); its

@@ -119,20 +119,16 @@ class RcLink {
   // that throws after creating the QP (a failed receive post) destroys it too.
   std::unique_ptr<CompletionQueue> cq_;
   std::unique_ptr<QueuePair> qp_;
-  int port_ = 1;
-  int gid_index_ = 0;
-  int link_layer_ = 0;
-  int mtu_ = 0;
+  // The port as connected: number, GID index (RoCE), link layer, active MTU, LID (InfiniBand).
+  int port_ = 1, gid_index_ = 0, link_layer_ = 0, mtu_ = 0;
   uint16_t lid_ = 0;
   ibv::ibv_gid gid_{};
   uint32_t psn_ = 0;
-  uint64_t posted_ = 0;
-  uint64_t completed_ = 0;
-  uint64_t last_signaled_ = 0;
+  // Send-queue accounting: RC completes in order, so one signaled completion retires all before it.
+  uint64_t posted_ = 0, completed_ = 0, last_signaled_ = 0;
   int unsignaled_ = 0;
-  std::vector<uint32_t> imm_ring_;
-  size_t imm_head_ = 0;
-  size_t imm_count_ = 0;
+  std::vector<uint32_t> imm_ring_;  // immediates received, not yet consumed
+  size_t imm_head_ = 0, imm_count_ = 0;
   int recv_deficit_ = 0;  // receives not reposted while too many immediates wait to be consumed
 };
 

@@ -48,31 +48,25 @@ DeviceInfo describe(const VerbsApi& api, ibv::ibv_context* ctx, const std::strin
   int rc = api.query_device(ctx, &a);
   if (rc) throw_verbs("ibv_query_device", rc > 0 ? rc : errno, name);
   d.fw_ver = std::string(a.fw_ver, strnlen(a.fw_ver, sizeof a.fw_ver));
-  d.node_guid = a.node_guid;
-  d.vendor_id = a.vendor_id;
-  d.vendor_part_id = a.vendor_part_id;
-  d.phys_port_cnt = a.phys_port_cnt;
-  d.max_qp = a.max_qp;
-  d.max_qp_wr = a.max_qp_wr;
-  d.max_cqe = a.max_cqe;
-  d.max_mr = a.max_mr;
-  d.max_mr_size = a.max_mr_size;
-  for (int p = 1; p <= a.phys_port_cnt; ++p) {
-    ibv::ibv_port_attr pa = query_port(api, ctx, p);
-    PortInfo pi;
-    pi.port = p;
-    pi.state = pa.state;
-    pi.max_mtu = pa.max_mtu;
-    pi.active_mtu = pa.active_mtu;
-    pi.lid = pa.lid;
-    pi.link_layer = pa.link_layer;
-    pi.gid_tbl_len = pa.gid_tbl_len;
-    pi.active_width = pa.active_width;
-    pi.active_speed = pa.active_speed;
-    d.ports.push_back(pi);
-  }
+#define GDRLAB_COPY(f) d.f = a.f;
+  GDRLAB_DEVICE_FIELDS(GDRLAB_COPY)
+#undef GDRLAB_COPY
+  for (int p = 1; p <= a.phys_port_cnt; ++p) d.ports.push_back(port_info(p, query_port(api, ctx, p)));
   return d;
 }
+
+}  // namespace
+
+PortInfo port_info(int port, const ibv::ibv_port_attr& a) {
+  PortInfo pi;
+  pi.port = port;
+#define GDRLAB_COPY(f) pi.f = a.f;
+  GDRLAB_PORT_FIELDS(GDRLAB_COPY)
+#undef GDRLAB_COPY
+  return pi;
+}
+
+namespace {
 
 // Opens the named device (or, for "", the first one with an ACTIVE port).
 ibv::ibv_context* open_named(const VerbsApi& api, const std::string& want, std::string* name) {

@@ -17,6 +17,14 @@
 
 namespace gdrlab {
 
+// The fields PortInfo and DeviceInfo copy from ibv_port_attr and ibv_device_attr under the same
+// names: one list for the copy here and for the dictionaries the binding builds.
+#define GDRLAB_PORT_FIELDS(X) \
+  X(state) X(max_mtu) X(active_mtu) X(lid) X(link_layer) X(gid_tbl_len) X(active_width) X(active_speed)
+#define GDRLAB_DEVICE_FIELDS(X)                                                                   \
+  X(node_guid) X(vendor_id) X(vendor_part_id) X(phys_port_cnt) X(max_qp) X(max_qp_wr) X(max_cqe) \
+  X(max_mr) X(max_mr_size)
+
 struct PortInfo {
   int port = 0;
   int state = 0;        // ibv_port_state
@@ -43,6 +51,8 @@ struct DeviceInfo {
   uint64_t max_mr_size = 0;
   std::vector<PortInfo> ports;
 };
+
+PortInfo port_info(int port, const ibv::ibv_port_attr& a);
 
 // Every device libibverbs lists, with attributes; empty when there is none.
 std::vector<DeviceInfo> verbs_devices();
