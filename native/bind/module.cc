@@ -87,20 +87,8 @@ void bind_vocabulary(nb::module_& m) {
   m.attr("DEFAULT_PIPELINE_DEPTH") = kDefaultPipelineDepth;
 }
 
-}  // namespace
-
-NB_MODULE(_native, m) {
-  m.doc() = "gdrlab transfer engine (private: use gdrlab.engine)";
-
-  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const Error& e) {
-      set_python_error(e);
-    }
-  });
-  bind_vocabulary(m);
-
+// Buffers of every kind, dma-buf export, and the counters leak tests read.
+void bind_memory(nb::module_& m) {
   nb::class_<Buffer>(m, "Buffer")
       .def(nb::new_([](const std::string& kind, size_t size, int device) {
              return std::make_unique<Buffer>(kind_from(kind), size, device);
@@ -119,6 +107,25 @@ NB_MODULE(_native, m) {
       .def("check_pattern", &Buffer::check_pattern, "seed"_a, "offset"_a, "length"_a,
            nb::call_guard<nb::gil_scoped_release>());
 
+  nb::class_<DmaBuf>(m, "DmaBuf")
+      .def_ro("fd", &DmaBuf::fd)
+      .def_ro("size", &DmaBuf::size)
+      .def_ro("cpu_mmap_errno", &DmaBuf::cpu_mmap_errno)
+      .def("close", &DmaBuf::close);
+  m.def("export_dmabuf", &export_dmabuf, "buffer"_a);
+
+  m.def("live_pinned_bytes", &live_pinned_bytes);
+  m.def("live_device_bytes", &live_device_bytes);
+
+  m.def("pattern_bytes", [](uint64_t seed, size_t n) {
+    std::vector<uint8_t> v(n);
+    pattern_fill_host(v.data(), n, seed);
+    return vec_bytes(v);
+  });
+}
+
+// The tcp wire's client and the server of every wire.
+void bind_sessions(nb::module_& m) {
   gdrlab_bind::bind_client<Client>(m, "Client", Wire::Tcp, [](RunResult& r) {
     return nb::make_tuple(samples_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified);
   });
@@ -143,7 +150,10 @@ NB_MODULE(_native, m) {
             }
             return std::make_pair(came, text_str(err));
           }, "accept_ms"_a);
+}
 
+// What the CUDA driver reports, and the copy-engine measurements.
+void bind_gpu(nb::module_& m) {
   m.def("copy_samples", [](const std::string& dir, size_t size, int iters, int warmup, const std::string& host_kind,
                            int device) {
         std::vector<double> v;
@@ -163,13 +173,6 @@ NB_MODULE(_native, m) {
         return samples_array(std::move(v));
       }, "src"_a, "dst"_a, "size"_a, "iters"_a, "warmup"_a, "peer_access"_a, "bidirectional"_a);
   m.def("can_access_peer", &can_access_peer, "a"_a, "b"_a);
-
-  nb::class_<DmaBuf>(m, "DmaBuf")
-      .def_ro("fd", &DmaBuf::fd)
-      .def_ro("size", &DmaBuf::size)
-      .def_ro("cpu_mmap_errno", &DmaBuf::cpu_mmap_errno)
-      .def("close", &DmaBuf::close);
-  m.def("export_dmabuf", &export_dmabuf, "buffer"_a);
 
   m.def("cuda_probe", []() {
     std::string why;
@@ -194,10 +197,10 @@ NB_MODULE(_native, m) {
     }
     return out;
   });
-  m.def("live_pinned_bytes", &live_pinned_bytes);
-  m.def("live_device_bytes", &live_device_bytes);
+}
 
-  // Wire internals, exposed so tests can craft good and bad frames.
+// Wire internals, exposed so tests can craft good and bad frames.
+void bind_wire_internals(nb::module_& m) {
   m.attr("HEADER_BYTES") = kHeaderBytes;
   m.attr("FRAME_MAGIC") = kFrameMagic;
   m.attr("WIRE_VERSION") = kWireVersion;
@@ -224,11 +227,25 @@ NB_MODULE(_native, m) {
                            device, seed);
     return vec_bytes(encode_spec(s));
   });
-  bind_verbs(m);
+}
 
-  m.def("pattern_bytes", [](uint64_t seed, size_t n) {
-    std::vector<uint8_t> v(n);
-    pattern_fill_host(v.data(), n, seed);
-    return vec_bytes(v);
+}  // namespace
+
+NB_MODULE(_native, m) {
+  m.doc() = "gdrlab transfer engine (private: use gdrlab.engine)";
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const Error& e) {
+      set_python_error(e);
+    }
   });
+  bind_vocabulary(m);
+
+  bind_memory(m);
+  bind_sessions(m);
+  bind_gpu(m);
+  bind_wire_internals(m);
+  bind_verbs(m);
 }

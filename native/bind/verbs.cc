@@ -140,12 +140,8 @@ void bind_constants(nb::module_& v) {
   v.attr("DEFAULT_ACCESS") = kDefaultAccess;
 }
 
-}  // namespace
-
-void bind_verbs(nb::module_& m) {
-  nb::module_ v = m.def_submodule("verbs", "verbs layer (private: use gdrlab.verbs)");
-  bind_constants(v);
-
+// What the library and devices report before anything is opened.
+void bind_probes(nb::module_& v) {
   v.def("library_name", &verbs_library_name);
   v.def("status", []() {
     VerbsStatus s;
@@ -172,7 +168,10 @@ void bind_verbs(nb::module_& m) {
   });
   v.def("has_reg_dmabuf_mr", []() { return verbs().reg_dmabuf_mr != nullptr; });
   v.def("verbs_hint", &verbs_hint, "call"_a, "err"_a, "gpu_memory"_a);
+}
 
+// Device -> ProtectionDomain -> MemoryRegion, and the verbs wire's client.
+void bind_objects(nb::module_& v) {
   nb::class_<Context>(v, "Context")
       .def(nb::new_([](const std::string& name) { return std::make_shared<Context>(name); }), "name"_a = "")
       .def_prop_ro("name", &Context::name)
@@ -223,8 +222,10 @@ void bind_verbs(nb::module_& m) {
     info["path_mtu_bytes"] = r.path_mtu ? mtu_bytes(r.path_mtu) : 0;
     return nb::make_tuple(samples_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified, info);
   });
+}
 
-  // Pure functions: connection data and queue-pair attribute choices.
+// Pure functions: connection data and queue-pair attribute choices.
+void bind_connection(nb::module_& v) {
   v.def("encode_conn_info", [](const nb::dict& d) { return gdrlab_bind::vec_bytes(encode_conn_info(conn_from(d))); });
   v.def("decode_conn_info", [](const nb::bytes& b) { return conn_dict(decode_conn_info(bytes_ptr(b), b.size())); });
   v.def("encode_connect_request", [](const nb::bytes& spec, const nb::dict& d) {
@@ -261,4 +262,15 @@ void bind_verbs(nb::module_& m) {
     return attrs_dict(qp_rtr_attrs(port, link_layer, local_mtu, sgid_index, conn_from(remote)));
   }, "port"_a, "link_layer"_a, "local_mtu"_a, "sgid_index"_a, "remote"_a);
   v.def("qp_rts_attrs", [](uint32_t psn) { return attrs_dict(qp_rts_attrs(psn)); }, "sq_psn"_a);
+}
+
+}  // namespace
+
+void bind_verbs(nb::module_& m) {
+  nb::module_ v = m.def_submodule("verbs", "verbs layer (private: use gdrlab.verbs)");
+  bind_constants(v);
+
+  bind_probes(v);
+  bind_objects(v);
+  bind_connection(v);
 }
