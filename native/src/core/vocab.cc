@@ -25,10 +25,10 @@ bool wire_carries(Wire wire, Path path) {
 
 bool path_needs_gpu(Path p) { return p != Path::Host; }
 
-std::string wire_path_list(Wire wire) {
+std::string wire_path_list(Wire wire, bool gpu_only) {
   std::string out;
   for (int i = 0; i < static_cast<int>(Path::Max); ++i)
-    if (wire_carries(wire, static_cast<Path>(i))) out += std::string(out.empty() ? "" : ", ") + kPathNames[i];
+    if (wire_carries(wire, static_cast<Path>(i)) && (!gpu_only || path_needs_gpu(static_cast<Path>(i)))) out += std::string(out.empty() ? "" : ", ") + kPathNames[i];
   return out;
 }
 

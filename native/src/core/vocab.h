@@ -32,8 +32,9 @@ const char* mode_name(Mode m);
 // Whether `wire` moves messages over `path` (gdr needs an HCA that reads GPU memory: verbs only).
 bool wire_carries(Wire wire, Path path);
 bool path_needs_gpu(Path p);
-// The paths `wire` carries, comma separated ("host, staged, shared, pipelined"), for error text.
-std::string wire_path_list(Wire wire);
+// The paths `wire` carries, comma separated ("host, staged, shared, pipelined"), for error text;
+// gpu_only: those that move GPU memory.
+std::string wire_path_list(Wire wire, bool gpu_only = false);
 // Throws InvalidArgument naming the wire's valid paths when `name` is not one of them.
 Path path_from_name(const std::string& name, Wire wire);
 // A path code read from the wire; throws Protocol when it is not a path `wire` carries.

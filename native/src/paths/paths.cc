@@ -38,11 +38,8 @@ void check_endpoint(Wire wire, PathConfig* cfg, const Buffer* user, size_t offse
   if (gpu && user->kind() != MemKind::Device)
     throw_invalid(std::string("path '") + path + "' moves GPU memory, but the buffer is " +
                   mem_kind_name(user->kind()) + " host memory");
-  if (!gpu && user->kind() == MemKind::Device) {
-    std::string gpu_paths = wire_path_list(wire);
-    gpu_paths = gpu_paths.substr(gpu_paths.find(", ") + 2);  // every path but host
-    throw_invalid("path 'host' moves host memory, but the buffer is GPU memory; use " + gpu_paths);
-  }
+  if (!gpu && user->kind() == MemKind::Device)
+    throw_invalid("path 'host' moves host memory, but the buffer is GPU memory; use " + wire_path_list(wire, true));
   if (offset > user->size() || size > user->size() - offset)
     throw_invalid("message of " + std::to_string(size) + " bytes at offset " + std::to_string(offset) +
                   " does not fit the " + std::to_string(user->size()) + "-byte buffer");
