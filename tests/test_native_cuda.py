@@ -28,12 +28,11 @@ def _required_symbols() -> list[str]:
     return re.findall(r'(?:REQ|OPT)\(\w+, "(\w+)"', CUDA_API_H.read_text())
 
 
-@pytest.fixture(scope="module")
-def fake_cuda_dir(tmp_path_factory) -> Path:
+def build_fake_cuda(d: Path) -> Path:
+    """Builds the stand-in as d/libcuda.so.1 (skips the test without a C compiler); returns d."""
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if not cc:
         pytest.skip("no C compiler (cc) to build the stand-in libcuda")
-    d = tmp_path_factory.mktemp("fake_cuda")
     implemented = set(re.findall(r"^int (\w+)\(", FAKE_SRC.read_text(), re.M))
     rest = [s for s in _required_symbols() if s not in implemented]
     (d / "rest.c").write_text("".join(f"int {s}(void) {{ return 0; }}\n" for s in rest))
@@ -43,7 +42,12 @@ def fake_cuda_dir(tmp_path_factory) -> Path:
     return d
 
 
-def _run(fake_dir: Path, script: str, **env: str) -> dict:
+@pytest.fixture(scope="module")
+def fake_cuda_dir(tmp_path_factory) -> Path:
+    return build_fake_cuda(tmp_path_factory.mktemp("fake_cuda"))
+
+
+def run_with_fake_cuda(fake_dir: Path, script: str, **env: str) -> dict:
     """Runs `script` in a fresh interpreter that loads the stand-in; returns the JSON it prints."""
     e = dict(os.environ)
     e["LD_LIBRARY_PATH"] = f"{fake_dir}:{e.get('LD_LIBRARY_PATH', '')}"
@@ -75,7 +79,7 @@ CATCH = """
 
 @pytest.mark.parametrize("call", ["cuStreamCreate", "cuCtxSetCurrent"])
 def test_failing_call_is_reported_by_its_own_name_and_line(fake_cuda_dir, call):
-    out = _run(fake_cuda_dir, CATCH + """
+    out = run_with_fake_cuda(fake_cuda_dir, CATCH + """
     report(attempt(lambda: _native.copy_samples("h2d", 4096, 1, 0, "pinned", 0)))
     """, GDRLAB_FAKE_CUDA_FAIL=call)
     assert out["raised"] == "CudaError", out
@@ -103,7 +107,7 @@ TCP_RUN = """
 def test_endpoint_failing_half_way_releases_what_it_made(fake_cuda_dir, call, after):
     # The tcp pipelined endpoint makes its GPU buffer, 4 pinned slots, a stream, then 4 events:
     # whichever of them fails, nothing made before it stays behind.
-    out = _run(fake_cuda_dir, CATCH + TCP_RUN, GDRLAB_FAKE_CUDA_FAIL=call, GDRLAB_FAKE_CUDA_FAIL_AFTER=str(after))
+    out = run_with_fake_cuda(fake_cuda_dir, CATCH + TCP_RUN, GDRLAB_FAKE_CUDA_FAIL=call, GDRLAB_FAKE_CUDA_FAIL_AFTER=str(after))
     assert out["raised"] == "CudaError" and out["call"] == call, out
     assert (out["streams"], out["events"], out["allocs"]) == (0, 0, 0), out
     assert (out["pinned"], out["device"]) == (0, 0), out
@@ -112,7 +116,7 @@ def test_endpoint_failing_half_way_releases_what_it_made(fake_cuda_dir, call, af
 def test_gpu_paths_move_and_verify_data_through_the_stand_in(fake_cuda_dir):
     # With no failure injected the same run completes: the staging code of every tcp GPU path
     # moves the verification pattern both ways (the stand-in's device memory is host memory).
-    out = _run(fake_cuda_dir, CATCH + """
+    out = run_with_fake_cuda(fake_cuda_dir, CATCH + """
     results = []
     for path in ("staged", "shared", "pipelined"):
         srv = _native.Server("127.0.0.1", 0, "tok", 5000)
