@@ -51,7 +51,8 @@ RUN = """
     peer.join()
     out.update(violations=ibv.fake_ibv_order_violations(), qps=ibv.fake_ibv_live_qps(),
                streams=cuda.fake_cuda_live_streams(), events=cuda.fake_cuda_live_events(),
-               allocs=cuda.fake_cuda_live_allocs(), pinned=_native.live_pinned_bytes())
+               allocs=cuda.fake_cuda_live_allocs(), pinned=_native.live_pinned_bytes(),
+               regions=ibv.fake_ibv_mr_count_with_access(0))
     print(json.dumps(out))
 """
 
@@ -63,7 +64,18 @@ def test_paths_verify_and_tear_down_queue_pair_first(stand_ins, path, mode):
     out = run_with_fake_cuda(d, RUN.format(path=path, mode=mode), GDRLAB_IBVERBS_LIB=lib)
     assert out.get("verified") is True and out["samples"] == 3, out
     assert out["violations"] == 0, "a region, CQ or PD was released while its queue pair lived"
-    assert (out["qps"], out["streams"], out["events"], out["allocs"], out["pinned"]) == (0, 0, 0, 0, 0), out
+    assert (out["qps"], out["streams"], out["events"], out["allocs"], out["pinned"], out["regions"]) == (0,) * 6, out
+
+
+@pytest.mark.parametrize("path,call,after", [("staged", "cuStreamCreate", 0), ("pipelined", "cuEventCreate", 1)])
+def test_endpoint_failing_after_registration_releases_everything(stand_ins, path, call, after):
+    # The client's endpoint has its queue pair, buffers and registered regions when the CUDA call fails.
+    d, lib = stand_ins
+    out = run_with_fake_cuda(d, RUN.format(path=path, mode=0), GDRLAB_IBVERBS_LIB=lib,
+                             GDRLAB_FAKE_CUDA_FAIL=call, GDRLAB_FAKE_CUDA_FAIL_AFTER=str(after))
+    assert out.get("raised") == "CudaError" and out["call"] == call, out
+    assert out["violations"] == 0, out
+    assert (out["qps"], out["streams"], out["events"], out["allocs"], out["pinned"], out["regions"]) == (0,) * 6, out
 
 
 def test_failed_receive_post_destroys_the_new_queue_pair(stand_ins):
