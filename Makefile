@@ -12,7 +12,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(STAMP): $(PY) pyproject.toml CMakeLists.txt native/CMakeLists.txt $(wildcard native/src/*) $(wildcard native/bind/*)
+$(STAMP): $(PY) pyproject.toml CMakeLists.txt native/CMakeLists.txt $(wildcard native/src/*/*) $(wildcard native/bind/*)
 	$(PY) -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.0"
 	$(PY) -m pip install -q --no-build-isolation -e ".[test]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null

@@ -68,23 +68,12 @@ class SystemCallError(GdrlabError, OSError):
     """An operating-system call failed (for example, the port is already in use)."""
 
 
-_BY_NATIVE_KIND = {
-    "Unavailable": Unavailable,
-    "CudaError": CudaError,
-    "VerbsError": VerbsError,
-    "ProtocolError": ProtocolError,
-    "PeerTimeout": PeerTimeout,
-    "PeerClosed": PeerClosed,
-    "AuthError": AuthError,
-    "InvalidArgument": InvalidArgument,
-    "SystemError": SystemCallError,
-    "VerifyError": VerifyError,
-}
-
-
 def _from_native(kind: str, message: str, library: str, call: str, code: int, text: str) -> GdrlabError:
-    """Called by the engine's exception translator."""
-    cls = _BY_NATIVE_KIND.get(kind, GdrlabError)
+    """Called by the engine's exception translator; ``kind`` names one of the classes above
+    (the engine's table of them is ``gdrlab._native.ERROR_CLASS_NAMES``)."""
+    cls = globals().get(kind, GdrlabError)
+    if not (isinstance(cls, type) and issubclass(cls, GdrlabError)):
+        cls = GdrlabError
     exc = cls(message, library=library, call=call, code=code, text=text)
     if isinstance(exc, OSError) and code:
         exc.errno = code

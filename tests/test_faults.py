@@ -2,7 +2,7 @@
 
 Every fault must end with a clear error within the timeout, the serving side must still answer
 the next well-formed client, and no file descriptor may be left behind. Frames are built here
-with ``struct`` from the layout documented in native/src/frame.h, not with the engine's encoder,
+with ``struct`` from the layout documented in native/src/wire/frame.h, not with the engine's encoder,
 so a wrong encoder cannot hide a wrong decoder.
 """
 from __future__ import annotations

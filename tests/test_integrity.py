@@ -1,7 +1,7 @@
 """Data integrity: many randomized verified transfers with zero corruption, and corruption that is
 injected on purpose is caught with the right offset.
 
-The expected pattern is recomputed here from its documented rule (native/src/buffer.cc: word w of
+The expected pattern is recomputed here from its documented rule (native/src/core/buffer.cc: word w of
 a message is splitmix64(seed ^ w), byte i is byte i % 8 of word i // 8, little-endian), so the
 engine's own checker is not the only judge.
 """

@@ -1,4 +1,4 @@
-"""The verbs types the engine declares itself (native/src/verbs_abi.h) against rdma-core's
+"""The verbs types the engine declares itself (native/src/verbs/abi.h) against rdma-core's
 <infiniband/verbs.h>: every size, field offset and enum value, compiled side by side with g++.
 
 A wrong offset here would make the engine pass garbage to a real HCA on a cluster this project
@@ -21,7 +21,7 @@ SRC = ROOT / "native" / "src"
 HEADER = Path("/usr/include/infiniband/verbs.h")
 
 # (struct, [fields]) whose offsets must match; sizes are compared for each struct too, except
-# ibv_port_attr, where the engine keeps spare room after the last field (see verbs_abi.h).
+# ibv_port_attr, where the engine keeps spare room after the last field (see verbs/abi.h).
 FIELDS = {
     "ibv_device_attr": ["fw_ver", "node_guid", "sys_image_guid", "max_mr_size", "page_size_cap", "vendor_id",
                         "vendor_part_id", "hw_ver", "max_qp", "max_qp_wr", "device_cap_flags", "max_sge",
@@ -60,7 +60,7 @@ SIZE_ALSO = {"ibv_gid": True}
 
 
 def _enum_names() -> list[str]:
-    text = (SRC / "verbs_abi.h").read_text()
+    text = (SRC / "verbs" / "abi.h").read_text()
     body = text[text.index("// ---------------------------------------------------------------------------------------- enums"):
                 text.index("// -------------------------------------------------------------------------------------- structs")]
     body = re.sub(r"//[^\n]*", "", body)  # names in comments are not declarations
@@ -69,7 +69,7 @@ def _enum_names() -> list[str]:
 
 
 def _program() -> str:
-    lines = ['#include <infiniband/verbs.h>', '#include "verbs_abi.h"', "#include <cstdio>", "#include <cstddef>",
+    lines = ['#include <infiniband/verbs.h>', '#include "verbs/abi.h"', "#include <cstdio>", "#include <cstddef>",
              "#include <utility>",
              "namespace g = gdrlab::ibv;", "int main() {"]
     for struct, fields in FIELDS.items():
@@ -150,7 +150,7 @@ def test_documented_values_by_hand():
 
 
 def _symbol_list():
-    text = (SRC / "verbs_api.h").read_text()
+    text = (SRC / "verbs" / "api.h").read_text()
     return re.findall(r'(REQ|OPT)\(\w+, "(ibv_\w+)", "(IBVERBS_[0-9.]+)"', text)
 
 
@@ -176,6 +176,6 @@ def test_symbol_versions_exist_in_installed_library():
 
 def test_engine_build_needs_no_rdma_headers():
     # The engine's own sources never include rdma-core headers: the build works without them.
-    for f in list(SRC.glob("verbs_*")) + [ROOT / "native" / "bind" / "verbs.cc"]:
+    for f in list((SRC / "verbs").glob("*")) + [ROOT / "native" / "bind" / "verbs.cc"]:
         assert "#include <infiniband/" not in f.read_text(), f"{f.name} includes an rdma-core header"
-    assert os.path.exists(SRC / "verbs_abi.h")
+    assert os.path.exists(SRC / "verbs" / "abi.h")

@@ -9,17 +9,21 @@
 #include <nanobind/stl/vector.h>
 
 #include "common.h"
-#include "buffer.h"
-#include "copybench.h"
-#include "devinfo.h"
-#include "error.h"
-#include "frame.h"
-#include "paths.h"
-#include "session.h"
+#include "core/buffer.h"
+#include "core/devinfo.h"
+#include "core/error.h"
+#include "core/vocab.h"
+#include "paths/copybench.h"
+#include "verbs/session.h"
+#include "wire/frame.h"
+#include "wire/session.h"
+#include "wire/tcp_session.h"
 
 namespace nb = nanobind;
 using gdrlab_bind::make_spec;
 using gdrlab_bind::samples_array;
+using gdrlab_bind::text_str;
+using gdrlab_bind::vec_bytes;
 using namespace nb::literals;
 
 void bind_verbs(nb::module_& m);  // bind/verbs.cc
@@ -48,25 +52,43 @@ nb::bytes header_bytes(uint32_t magic, uint16_t version, uint16_t type, uint32_t
   return nb::bytes(reinterpret_cast<const char*>(out), kHeaderBytes);
 }
 
-nb::bytes vec_bytes(const std::vector<uint8_t>& v) {
-  return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+// The engine's name table for an enum with a Max sentinel, as a tuple in code order.
+template <class E>
+nb::tuple names_of(const char* (*name)(E)) {
+  nb::list out;
+  for (int i = 0; i < static_cast<int>(E::Max); ++i) out.append(name(static_cast<E>(i)));
+  return nb::tuple(out);
 }
 
-}  // namespace
+// gdrlab.errors._from_native(class name, message, library, call, code, text); the strings are
+// decoded with replacement, so text that came from a peer can never raise UnicodeDecodeError.
+void set_python_error(const Error& e) {
+  nb::object make = nb::module_::import_("gdrlab.errors").attr("_from_native");
+  nb::object exc = make(error_class_name(e.kind), text_str(e.what()), text_str(e.library), text_str(e.call), e.code,
+                        text_str(e.text));
+  if (!e.where.empty()) exc.attr("where") = e.where;
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+}
 
-NB_MODULE(_native, m) {
-  m.doc() = "gdrlab transfer engine (private: use gdrlab.engine)";
+void bind_vocabulary(nb::module_& m) {
+  m.attr("PATH_NAMES") = names_of<Path>(&path_name);
+  m.attr("WIRE_NAMES") = names_of<Wire>(&wire_name);
+  m.attr("MODE_NAMES") = names_of<Mode>(&mode_name);
+  m.attr("ERROR_CLASS_NAMES") = names_of<ErrorKind>(&error_class_name);
+  nb::dict wire_paths;
+  for (int w = 0; w < static_cast<int>(Wire::Max); ++w) {
+    nb::list paths;
+    for (int p = 0; p < static_cast<int>(Path::Max); ++p)
+      if (wire_carries(static_cast<Wire>(w), static_cast<Path>(p))) paths.append(path_name(static_cast<Path>(p)));
+    wire_paths[wire_name(static_cast<Wire>(w))] = nb::tuple(paths);
+  }
+  m.attr("WIRE_PATHS") = wire_paths;
+  m.attr("DEFAULT_CHUNK_BYTES") = kDefaultChunkBytes;
+  m.attr("DEFAULT_PIPELINE_DEPTH") = kDefaultPipelineDepth;
+}
 
-  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const Error& e) {
-      nb::object make = nb::module_::import_("gdrlab.errors").attr("_from_native");
-      nb::object exc = make(kind_name(e.kind), e.what(), e.library, e.call, e.code, e.text);
-      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
-    }
-  });
-
+// Buffers of every kind, dma-buf export, and the counters leak tests read.
+void bind_memory(nb::module_& m) {
   nb::class_<Buffer>(m, "Buffer")
       .def(nb::new_([](const std::string& kind, size_t size, int device) {
              return std::make_unique<Buffer>(kind_from(kind), size, device);
@@ -85,30 +107,38 @@ NB_MODULE(_native, m) {
       .def("check_pattern", &Buffer::check_pattern, "seed"_a, "offset"_a, "length"_a,
            nb::call_guard<nb::gil_scoped_release>());
 
-  nb::class_<Client>(m, "Client")
-      .def(nb::init<const std::string&, int, const std::string&, int>(), "host"_a, "port"_a, "token"_a,
-           "timeout_ms"_a, nb::call_guard<nb::gil_scoped_release>())
-      .def_prop_ro("server_description", &Client::server_description)
-      .def("run",
-           [](Client& c, const std::string& path, int mode, uint64_t size, uint32_t iters, uint32_t warmup,
-              uint32_t window, uint64_t chunk, uint32_t depth, uint32_t device, uint64_t seed, Buffer* buffer,
-              size_t offset) {
-             TestSpec s = make_spec(static_cast<uint8_t>(path_from_name(path)), mode, size, iters, warmup, window, chunk, depth,
-                                    device, seed);
-             RunResult r;
-             {
-               nb::gil_scoped_release release;
-               r = c.run(s, buffer, offset);
-             }
-             return std::make_tuple(samples_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified);
-           },
-           "path"_a, "mode"_a, "size"_a, "iters"_a, "warmup"_a, "window"_a, "chunk"_a, "depth"_a,
-           "device"_a, "seed"_a, "buffer"_a = nb::none(), "offset"_a = 0)
-      .def("close", &Client::close, nb::call_guard<nb::gil_scoped_release>());
+  nb::class_<DmaBuf>(m, "DmaBuf")
+      .def_ro("fd", &DmaBuf::fd)
+      .def_ro("size", &DmaBuf::size)
+      .def_ro("cpu_mmap_errno", &DmaBuf::cpu_mmap_errno)
+      .def("close", &DmaBuf::close);
+  m.def("export_dmabuf", &export_dmabuf, "buffer"_a);
 
+  m.def("live_pinned_bytes", &live_pinned_bytes);
+  m.def("live_device_bytes", &live_device_bytes);
+
+  m.def("pattern_bytes", [](uint64_t seed, size_t n) {
+    std::vector<uint8_t> v(n);
+    pattern_fill_host(v.data(), n, seed);
+    return vec_bytes(v);
+  });
+}
+
+// The tcp wire's client and the server of every wire.
+void bind_sessions(nb::module_& m) {
+  gdrlab_bind::bind_client<Client>(m, "Client", Wire::Tcp, [](RunResult& r) {
+    return nb::make_tuple(samples_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified);
+  });
+
+  // Every wire the engine carries is served: tcp tests (SETUP) and verbs tests (CONNECT).
   nb::class_<Server>(m, "Server")
-      .def(nb::init<const std::string&, int, const std::string&, int>(), "host"_a, "port"_a, "token"_a,
-           "timeout_ms"_a)
+      .def(nb::new_([](const std::string& host, int port, const std::string& token, int timeout_ms) {
+             auto s = std::make_unique<Server>(host, port, token, timeout_ms);
+             add_tcp_wire(*s);
+             add_verbs_wire(*s);
+             return s;
+           }),
+           "host"_a, "port"_a, "token"_a, "timeout_ms"_a)
       .def_prop_ro("port", &Server::port)
       .def_prop_ro("clients_served", &Server::clients_served)
       .def("serve_one", [](Server& s, int accept_ms) {
@@ -118,9 +148,12 @@ NB_MODULE(_native, m) {
               nb::gil_scoped_release release;
               came = s.serve_one(accept_ms, &err);
             }
-            return std::make_pair(came, err);
+            return std::make_pair(came, text_str(err));
           }, "accept_ms"_a);
+}
 
+// What the CUDA driver reports, and the copy-engine measurements.
+void bind_gpu(nb::module_& m) {
   m.def("copy_samples", [](const std::string& dir, size_t size, int iters, int warmup, const std::string& host_kind,
                            int device) {
         std::vector<double> v;
@@ -140,13 +173,6 @@ NB_MODULE(_native, m) {
         return samples_array(std::move(v));
       }, "src"_a, "dst"_a, "size"_a, "iters"_a, "warmup"_a, "peer_access"_a, "bidirectional"_a);
   m.def("can_access_peer", &can_access_peer, "a"_a, "b"_a);
-
-  nb::class_<DmaBuf>(m, "DmaBuf")
-      .def_ro("fd", &DmaBuf::fd)
-      .def_ro("size", &DmaBuf::size)
-      .def_ro("cpu_mmap_errno", &DmaBuf::cpu_mmap_errno)
-      .def("close", &DmaBuf::close);
-  m.def("export_dmabuf", &export_dmabuf, "buffer"_a);
 
   m.def("cuda_probe", []() {
     std::string why;
@@ -171,10 +197,10 @@ NB_MODULE(_native, m) {
     }
     return out;
   });
-  m.def("live_pinned_bytes", &live_pinned_bytes);
-  m.def("live_device_bytes", &live_device_bytes);
+}
 
-  // Wire internals, exposed so tests can craft good and bad frames.
+// Wire internals, exposed so tests can craft good and bad frames.
+void bind_wire_internals(nb::module_& m) {
   m.attr("HEADER_BYTES") = kHeaderBytes;
   m.attr("FRAME_MAGIC") = kFrameMagic;
   m.attr("WIRE_VERSION") = kWireVersion;
@@ -197,15 +223,29 @@ NB_MODULE(_native, m) {
   });
   m.def("encode_spec", [](const std::string& path, int mode, uint64_t size, uint32_t iters, uint32_t warmup,
                           uint32_t window, uint64_t chunk, uint32_t depth, uint32_t device, uint64_t seed) {
-    TestSpec s = make_spec(static_cast<uint8_t>(path_from_name(path)), mode, size, iters, warmup, window, chunk, depth,
+    TestSpec s = make_spec(static_cast<uint8_t>(path_from_name(path, Wire::Tcp)), mode, size, iters, warmup, window, chunk, depth,
                            device, seed);
     return vec_bytes(encode_spec(s));
   });
-  bind_verbs(m);
+}
 
-  m.def("pattern_bytes", [](uint64_t seed, size_t n) {
-    std::vector<uint8_t> v(n);
-    pattern_fill_host(v.data(), n, seed);
-    return vec_bytes(v);
+}  // namespace
+
+NB_MODULE(_native, m) {
+  m.doc() = "gdrlab transfer engine (private: use gdrlab.engine)";
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const Error& e) {
+      set_python_error(e);
+    }
   });
+  bind_vocabulary(m);
+
+  bind_memory(m);
+  bind_sessions(m);
+  bind_gpu(m);
+  bind_wire_internals(m);
+  bind_verbs(m);
 }

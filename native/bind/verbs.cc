@@ -12,57 +12,44 @@
 #include <cstring>
 
 #include "common.h"
-#include "buffer.h"
-#include "error.h"
-#include "verbs_api.h"
-#include "verbs_qp.h"
-#include "verbs_resources.h"
-#include "verbs_session.h"
+#include "core/buffer.h"
+#include "core/error.h"
+#include "verbs/api.h"
+#include "verbs/qp.h"
+#include "verbs/resources.h"
+#include "verbs/session.h"
 
 namespace nb = nanobind;
-using gdrlab_bind::make_spec;
+using gdrlab_bind::bytes_ptr;
 using gdrlab_bind::samples_array;
+using gdrlab_bind::text_str;
 using namespace nb::literals;
 using namespace gdrlab;
 
 namespace {
 
-nb::bytes as_bytes(const std::vector<uint8_t>& v) { return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size()); }
+#define GDRLAB_SET(f) d[#f] = info.f;
 
-const uint8_t* bytes_ptr(const nb::bytes& b) { return reinterpret_cast<const uint8_t*>(b.c_str()); }
-
-nb::dict port_dict(const PortInfo& p) {
+nb::dict port_dict(const PortInfo& info) {
   nb::dict d;
-  d["port"] = p.port;
-  d["state"] = p.state;
-  d["max_mtu"] = p.max_mtu;
-  d["active_mtu"] = p.active_mtu;
-  d["lid"] = p.lid;
-  d["link_layer"] = p.link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
-  d["gid_tbl_len"] = p.gid_tbl_len;
-  d["active_width"] = p.active_width;
-  d["active_speed"] = p.active_speed;
+  d["port"] = info.port;
+  GDRLAB_PORT_FIELDS(GDRLAB_SET)
+  d["link_layer"] = info.link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
   return d;
 }
 
-nb::dict device_dict(const DeviceInfo& i) {
+nb::dict device_dict(const DeviceInfo& info) {
   nb::dict d;
-  d["name"] = i.name;
-  d["fw_ver"] = i.fw_ver;
-  d["node_guid"] = i.node_guid;
-  d["vendor_id"] = i.vendor_id;
-  d["vendor_part_id"] = i.vendor_part_id;
-  d["phys_port_cnt"] = i.phys_port_cnt;
-  d["max_qp"] = i.max_qp;
-  d["max_qp_wr"] = i.max_qp_wr;
-  d["max_cqe"] = i.max_cqe;
-  d["max_mr"] = i.max_mr;
-  d["max_mr_size"] = i.max_mr_size;
+  d["name"] = info.name;
+  d["fw_ver"] = info.fw_ver;
+  GDRLAB_DEVICE_FIELDS(GDRLAB_SET)
   nb::list ports;
-  for (const PortInfo& p : i.ports) ports.append(port_dict(p));
+  for (const PortInfo& p : info.ports) ports.append(port_dict(p));
   d["ports"] = ports;
   return d;
 }
+
+#undef GDRLAB_SET
 
 nb::dict conn_dict(const ConnInfo& c) {
   nb::dict d;
@@ -153,12 +140,8 @@ void bind_constants(nb::module_& v) {
   v.attr("DEFAULT_ACCESS") = kDefaultAccess;
 }
 
-}  // namespace
-
-void bind_verbs(nb::module_& m) {
-  nb::module_ v = m.def_submodule("verbs", "verbs layer (private: use gdrlab.verbs)");
-  bind_constants(v);
-
+// What the library and devices report before anything is opened.
+void bind_probes(nb::module_& v) {
   v.def("library_name", &verbs_library_name);
   v.def("status", []() {
     VerbsStatus s;
@@ -185,18 +168,16 @@ void bind_verbs(nb::module_& m) {
   });
   v.def("has_reg_dmabuf_mr", []() { return verbs().reg_dmabuf_mr != nullptr; });
   v.def("verbs_hint", &verbs_hint, "call"_a, "err"_a, "gpu_memory"_a);
+}
 
+// Device -> ProtectionDomain -> MemoryRegion, and the verbs wire's client.
+void bind_objects(nb::module_& v) {
   nb::class_<Context>(v, "Context")
       .def(nb::new_([](const std::string& name) { return std::make_shared<Context>(name); }), "name"_a = "")
       .def_prop_ro("name", &Context::name)
       .def_prop_ro("info", [](const Context& c) { return device_dict(c.info()); })
       .def("port_attr", [](const Context& c, int port) {
-            ibv::ibv_port_attr a = c.port_attr(port);
-            PortInfo p;
-            p.port = port; p.state = a.state; p.max_mtu = a.max_mtu; p.active_mtu = a.active_mtu; p.lid = a.lid;
-            p.link_layer = a.link_layer; p.gid_tbl_len = a.gid_tbl_len; p.active_width = a.active_width;
-            p.active_speed = a.active_speed;
-            return port_dict(p);
+            return port_dict(port_info(port, c.port_attr(port)));
           }, "port"_a)
       .def("gid", [](const Context& c, int port, int index) {
             ibv::ibv_gid g = c.gid(port, index);
@@ -230,47 +211,32 @@ void bind_verbs(nb::module_& m) {
       .def_prop_ro("closed", &MemoryRegion::closed)
       .def("close", &MemoryRegion::close, nb::call_guard<nb::gil_scoped_release>());
 
-  nb::class_<VerbsClient>(v, "Client")
-      .def(nb::init<const std::string&, int, const std::string&, int>(), "host"_a, "port"_a, "token"_a,
-           "timeout_ms"_a, nb::call_guard<nb::gil_scoped_release>())
-      .def_prop_ro("server_description", &VerbsClient::server_description)
-      .def("run",
-           [](VerbsClient& c, const std::string& path, int mode, uint64_t size, uint32_t iters, uint32_t warmup,
-              uint32_t window, uint64_t chunk, uint32_t depth, uint32_t device, uint64_t seed, Buffer* buffer,
-              size_t offset) {
-             TestSpec s = make_spec(static_cast<uint8_t>(verbs_path_from_name(path)), mode, size, iters, warmup, window, chunk, depth,
-                                    device, seed);
-             VerbsRunResult r;
-             {
-               nb::gil_scoped_release release;
-               r = c.run(s, buffer, offset);
-             }
-             nb::dict info;
-             info["mechanism"] = r.mechanism;
-             info["peer_mechanism"] = r.peer_mechanism;
-             info["device"] = r.device_name;
-             info["port"] = r.port;
-             info["link_layer"] = r.link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand";
-             info["gid_index"] = r.gid_index;
-             info["path_mtu_bytes"] = r.path_mtu ? mtu_bytes(r.path_mtu) : 0;
-             return std::make_tuple(samples_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified, info);
-           },
-           "path"_a, "mode"_a, "size"_a, "iters"_a, "warmup"_a, "window"_a, "chunk"_a, "depth"_a, "device"_a,
-           "seed"_a, "buffer"_a = nb::none(), "offset"_a = 0)
-      .def("close", &VerbsClient::close, nb::call_guard<nb::gil_scoped_release>());
+  gdrlab_bind::bind_client<VerbsClient>(v, "Client", Wire::Verbs, [](VerbsRunResult& r) {
+    nb::dict info;
+    info["mechanism"] = r.mechanism;
+    info["peer_mechanism"] = text_str(r.peer_mechanism);
+    info["device"] = r.device_name;
+    info["port"] = r.port;
+    info["link_layer"] = r.link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand";
+    info["gid_index"] = r.gid_index;
+    info["path_mtu_bytes"] = r.path_mtu ? mtu_bytes(r.path_mtu) : 0;
+    return nb::make_tuple(samples_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified, info);
+  });
+}
 
-  // Pure functions: connection data and queue-pair attribute choices.
-  v.def("encode_conn_info", [](const nb::dict& d) { return as_bytes(encode_conn_info(conn_from(d))); });
+// Pure functions: connection data and queue-pair attribute choices.
+void bind_connection(nb::module_& v) {
+  v.def("encode_conn_info", [](const nb::dict& d) { return gdrlab_bind::vec_bytes(encode_conn_info(conn_from(d))); });
   v.def("decode_conn_info", [](const nb::bytes& b) { return conn_dict(decode_conn_info(bytes_ptr(b), b.size())); });
   v.def("encode_connect_request", [](const nb::bytes& spec, const nb::dict& d) {
     TestSpec s = decode_spec(bytes_ptr(spec), spec.size());
-    return as_bytes(encode_connect_request(s, conn_from(d)));
+    return gdrlab_bind::vec_bytes(encode_connect_request(s, conn_from(d)));
   }, "spec"_a, "conn"_a);
   v.def("decode_connect_request", [](const nb::bytes& b) {
     TestSpec s;
     ConnInfo c;
     decode_connect_request(bytes_ptr(b), b.size(), &s, &c);
-    return std::make_tuple(as_bytes(encode_spec(s)), conn_dict(c));
+    return std::make_tuple(gdrlab_bind::vec_bytes(encode_spec(s)), conn_dict(c));
   });
   v.def("choose_path_mtu", &choose_path_mtu, "local_active_mtu"_a, "remote_active_mtu"_a);
   v.def("mtu_bytes", &mtu_bytes, "mtu"_a);
@@ -296,4 +262,15 @@ void bind_verbs(nb::module_& m) {
     return attrs_dict(qp_rtr_attrs(port, link_layer, local_mtu, sgid_index, conn_from(remote)));
   }, "port"_a, "link_layer"_a, "local_mtu"_a, "sgid_index"_a, "remote"_a);
   v.def("qp_rts_attrs", [](uint32_t psn) { return attrs_dict(qp_rts_attrs(psn)); }, "sq_psn"_a);
+}
+
+}  // namespace
+
+void bind_verbs(nb::module_& m) {
+  nb::module_ v = m.def_submodule("verbs", "verbs layer (private: use gdrlab.verbs)");
+  bind_constants(v);
+
+  bind_probes(v);
+  bind_objects(v);
+  bind_connection(v);
 }

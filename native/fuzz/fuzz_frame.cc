@@ -7,8 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "error.h"
-#include "frame.h"
+#include "core/error.h"
+#include "core/vocab.h"
+#include "wire/frame.h"
 
 using namespace gdrlab;
 
@@ -37,6 +38,8 @@ void header_case(const uint8_t* p, size_t n) {
   }
   // Accepted: every rule of frame.h must hold.
   if (h.magic != kFrameMagic || h.version != kWireVersion || h.seq != expected) fail("accepted a bad header");
+  // The oracle is the protocol's documented range (frame.h: types 1..11), kept apart from the
+  // enum's sentinel that the parser checks, so a sentinel moved by mistake is a finding.
   if (h.type < 1 || h.type > 11) fail("accepted an unknown frame type");
   if (h.length > max_payload(h.type)) fail("accepted an over-long frame");
   if (h.type != static_cast<uint16_t>(FrameType::Data) && h.length > kMaxControlBytes) fail("control frame too long");
@@ -90,6 +93,18 @@ void reader_case(const uint8_t* p, size_t n) {
   }
 }
 
+// An ERROR frame's body: the decoded kind is inside the enum and the text is valid UTF-8, so a
+// peer's bytes can reach a log line or Python's str.
+void error_case(const uint8_t* p, size_t n) {
+  try {
+    Error e = decode_error(p, n, "");
+    if (!in_range<ErrorKind>(static_cast<unsigned>(e.kind))) fail("decoded an error kind past the sentinel");
+    if (utf8_or_replace(e.text) != e.text) fail("peer error text is not valid UTF-8");
+  } catch (const Error& e) {
+    if (e.kind != ErrorKind::Protocol) fail("decode_error threw a non-protocol error");
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -98,11 +113,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t n = size - 1;
   uint8_t* body = static_cast<uint8_t*>(std::malloc(n ? n : 1));
   if (n) std::memcpy(body, data + 1, n);
-  switch (data[0] % 4) {
+  switch (data[0] % 5) {
     case 0: header_case(body, n); break;
     case 1: hello_case(body, n); break;
     case 2: spec_case(body, n); break;
     case 3: reader_case(body, n); break;
+    case 4: error_case(body, n); break;
   }
   std::free(body);
   return 0;

@@ -19,8 +19,10 @@
 #include <string>
 #include <thread>
 
-#include "error.h"
-#include "session.h"
+#include "core/error.h"
+#include "verbs/session.h"
+#include "wire/session.h"
+#include "wire/tcp_session.h"
 
 using namespace gdrlab;
 
@@ -78,7 +80,12 @@ void drain(int fd) {
 }
 
 void server_case(const uint8_t* p, size_t n) {
-  static Server* server = new Server("127.0.0.1", 0, kToken, kTimeoutMs);  // lives for the whole run
+  static Server* server = [] {  // lives for the whole run, serving both wires as `gdrlab serve` does
+    auto* s = new Server("127.0.0.1", 0, kToken, kTimeoutMs);
+    add_tcp_wire(*s);
+    add_verbs_wire(*s);
+    return s;
+  }();
   int fd = connect_loopback(server->port());
   write_all(fd, p, n);
   ::shutdown(fd, SHUT_WR);

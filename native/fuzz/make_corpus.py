@@ -1,5 +1,5 @@
 """Writes the seed corpus for the fuzz targets: a few valid frames and sessions, encoded here
-from the layout documented in native/src/frame.h (not with the engine), so a seed is also an
+from the layout documented in native/src/wire/frame.h (not with the engine), so a seed is also an
 independent check of that layout. Run: python native/fuzz/make_corpus.py"""
 from __future__ import annotations
 
@@ -67,6 +67,8 @@ def main() -> None:
         "spec": b"\x02" + spec(),
         "spec_pipelined": b"\x02" + spec(path=3, mode=1, size=1 << 20, chunk=65536, depth=4, window=8),
         "reader": b"\x03" + bytes([5, 0, 1, 2, 3 + 5 * 10, 4]) + b"\x01" + b"\x00" * 12 + string(b"abc"),
+        "error_bad_utf8": b"\x04" + bytes([6]) + string(b"peer \xff\xfe\xc3( text"),
+        "error_unknown_kind": b"\x04" + bytes([200]) + string(b"kind past the sentinel"),
     }
     session_seeds = {
         "server_lat": b"\x00" + session_client(0, 8, 2),
@@ -76,6 +78,7 @@ def main() -> None:
         "server_badtoken": b"\x00" + frame(HELLO, 0, hello(b"nope")),
         "client_lat": b"\x01" + session_server(8),
         "client_reject": b"\x01" + frame(REJECT, 0, string(b"wrong or missing token")),
+        "server_error_first": b"\x00" + frame(ERROR, 0, bytes([3]) + string(b"\xff\xfe not utf-8")),
     }
     for sub, seeds in (("frame", frame_seeds), ("session", session_seeds)):
         d = HERE / sub

@@ -21,7 +21,7 @@
 #include <mutex>
 #include <vector>
 
-#include "verbs_abi.h"
+#include "verbs/abi.h"
 
 using namespace gdrlab::ibv;
 
@@ -49,6 +49,9 @@ struct FakeMr {
 std::mutex mu;
 std::map<uint32_t, FakeQp*> qps;
 std::vector<FakeMr*> mrs;
+// Teardown out of order: a region deregistered or a PD freed while a QP of that PD still lives,
+// a CQ destroyed under a live QP. A real HCA may still be writing into such a region.
+int order_violations = 0;
 uint32_t next_qpn = 0x100;
 uint32_t next_key = 0x1000;
 ibv_device the_device;
@@ -156,6 +159,7 @@ ibv_pd* ibv_alloc_pd(ibv_context* c) {
 }
 int ibv_dealloc_pd(ibv_pd* p) {
   std::lock_guard<std::mutex> l(mu);
+  for (auto& kv : qps) order_violations += kv.second->qp.pd == p;
   for (FakeMr* m : mrs)
     if (m->mr.pd == p) return EBUSY;  // a real provider refuses while regions remain
   std::free(p);
@@ -197,8 +201,19 @@ int fake_ibv_mr_count_with_access(int access) {
   return n;
 }
 
+// For tests: teardown steps taken out of order so far, and queue pairs still alive.
+int fake_ibv_order_violations() {
+  std::lock_guard<std::mutex> l(mu);
+  return order_violations;
+}
+int fake_ibv_live_qps() {
+  std::lock_guard<std::mutex> l(mu);
+  return static_cast<int>(qps.size());
+}
+
 int ibv_dereg_mr(ibv_mr* mr) {
   std::lock_guard<std::mutex> l(mu);
+  for (auto& kv : qps) order_violations += kv.second->qp.pd == mr->pd;
   for (size_t i = 0; i < mrs.size(); ++i)
     if (&mrs[i]->mr == mr) {
       delete mrs[i];
@@ -218,7 +233,10 @@ ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void*, ibv_comp_channel*, int) {
 int ibv_destroy_cq(ibv_cq* cq) {
   std::lock_guard<std::mutex> l(mu);
   for (auto& kv : qps)
-    if (kv.second->qp.send_cq == cq || kv.second->qp.recv_cq == cq) return EBUSY;
+    if (kv.second->qp.send_cq == cq || kv.second->qp.recv_cq == cq) {
+      ++order_violations;
+      return EBUSY;
+    }
   delete reinterpret_cast<FakeCq*>(cq);
   return 0;
 }
@@ -299,6 +317,13 @@ int fake_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   if (q->qp.state == IBV_QPS_RESET) {
     *bad = wr;
     return EINVAL;
+  }
+  // FAKE_IBV_FAIL_RECV_AFTER=n: the (n+1)-th receive post of the process fails (a full queue).
+  static int recv_posts = 0;
+  const char* fail_after = std::getenv("FAKE_IBV_FAIL_RECV_AFTER");
+  if (fail_after && recv_posts++ >= std::atoi(fail_after)) {
+    *bad = wr;
+    return ENOMEM;
   }
   for (; wr; wr = wr->next) {
     ++q->posted_recvs;

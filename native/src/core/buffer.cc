@@ -1,0 +1,225 @@
+#include "core/buffer.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+
+namespace gdrlab {
+namespace {
+std::atomic<size_t> g_pinned{0};
+std::atomic<size_t> g_device{0};
+
+inline uint64_t splitmix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Device memory is filled and checked through a host scratch buffer, one slice at a time.
+constexpr size_t kSlice = 8u << 20;
+}  // namespace
+
+const char* mem_kind_name(MemKind kind) {
+  static const char* const kNames[] = {"pageable", "pinned", "device"};
+  const auto k = static_cast<unsigned>(kind);
+  return k < sizeof kNames / sizeof *kNames ? kNames[k] : "?";
+}
+
+size_t live_pinned_bytes() { return g_pinned.load(); }
+size_t live_device_bytes() { return g_device.load(); }
+
+namespace {
+
+// Word w of the stream is splitmix(seed ^ w); byte i is byte (i % 8) of word (i / 8). Any slice
+// of a message can be produced or checked on its own, which the chunked paths rely on.
+inline uint8_t pattern_byte(uint64_t seed, size_t pos) {
+  return static_cast<uint8_t>(splitmix(seed ^ (pos / 8)) >> (8 * (pos % 8)));
+}
+
+// Walks the pattern over message bytes [start, start+len): word(i, w) for each aligned whole
+// word at i, byte(i, v) for every other byte. Returns the first i where either returned false,
+// else -1.
+template <class Word, class Byte>
+int64_t walk_pattern(size_t len, uint64_t seed, size_t start, Word word, Byte byte) {
+  for (size_t i = 0; i < len;) {
+    const size_t pos = start + i;
+    if (pos % 8 == 0 && len - i >= 8) {
+      if (!word(i, splitmix(seed ^ (pos / 8)))) return static_cast<int64_t>(i);
+      i += 8;
+    } else {
+      if (!byte(i, pattern_byte(seed, pos))) return static_cast<int64_t>(i);
+      ++i;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+void pattern_fill_host(uint8_t* dst, size_t len, uint64_t seed, size_t start) {
+  walk_pattern(
+      len, seed, start, [&](size_t i, uint64_t w) {
+        std::memcpy(dst + i, &w, 8);
+        return true;
+      },
+      [&](size_t i, uint8_t v) { return (dst[i] = v, true); });
+}
+
+int64_t pattern_check_host(const uint8_t* src, size_t len, uint64_t seed, size_t start) {
+  int64_t bad = walk_pattern(
+      len, seed, start, [&](size_t i, uint64_t w) { return std::memcmp(src + i, &w, 8) == 0; },
+      [&](size_t i, uint8_t v) { return src[i] == v; });
+  if (bad < 0) return -1;
+  // A word differed: name its first differing byte.
+  size_t i = static_cast<size_t>(bad);
+  while (src[i] == pattern_byte(seed, start + i)) ++i;
+  return static_cast<int64_t>(i);
+}
+
+void pattern_fill_host(uint8_t* dst, size_t len, uint64_t seed) { pattern_fill_host(dst, len, seed, 0); }
+int64_t pattern_check_host(const uint8_t* src, size_t len, uint64_t seed) {
+  return pattern_check_host(src, len, seed, 0);
+}
+
+Buffer::Buffer(MemKind kind, size_t size_bytes, int device) {
+  if (size_bytes == 0) throw_invalid("buffer size must be at least 1 byte");
+  kind_ = kind;
+  size_ = size_bytes;
+  device_ = device;
+  owns_ = true;
+  switch (kind) {
+    case MemKind::Pageable: {
+      size_t rounded = (size_bytes + 4095) & ~size_t(4095);
+      void* p = std::aligned_alloc(4096, rounded);
+      if (!p) throw Error(ErrorKind::System, "libc", "aligned_alloc", ENOMEM, "out of host memory");
+      addr_ = reinterpret_cast<uintptr_t>(p);
+      break;
+    }
+    case MemKind::Pinned: {
+      const CudaApi& api = cuda();
+      ctx_ = cuda_context(device);
+      cuda_set(ctx_);
+      void* p = nullptr;
+      GDRLAB_CU(api, cuMemHostAlloc, &p, size_bytes, CU_MEMHOSTALLOC_PORTABLE);
+      addr_ = reinterpret_cast<uintptr_t>(p);
+      g_pinned += size_bytes;
+      break;
+    }
+    case MemKind::Device: {
+      const CudaApi& api = cuda();
+      ctx_ = cuda_context(device);
+      cuda_set(ctx_);
+      CUdeviceptr p = 0;
+      GDRLAB_CU(api, cuMemAlloc, &p, size_bytes);
+      addr_ = static_cast<uintptr_t>(p);
+      g_device += size_bytes;
+      break;
+    }
+  }
+}
+
+std::unique_ptr<Buffer> Buffer::wrap(MemKind kind, uintptr_t address, size_t size_bytes, int device,
+                                     bool register_host) {
+  if (size_bytes == 0) throw_invalid("buffer size must be at least 1 byte");
+  if (address == 0) throw_invalid("buffer address is null");
+  std::unique_ptr<Buffer> b(new Buffer());
+  b->kind_ = kind;
+  b->size_ = size_bytes;
+  b->device_ = device;
+  b->addr_ = address;
+  b->owns_ = false;
+  if (kind == MemKind::Device || (kind == MemKind::Pinned && !register_host)) {
+    // Ask the driver what the memory is, so a host array handed in as "device" is refused here
+    // rather than faulting inside a copy.
+    const CudaApi& api = cuda();
+    b->ctx_ = cuda_context(device);
+    cuda_set(b->ctx_);
+    unsigned int mtype = 0;
+    CUresult r = api.cuPointerGetAttribute(&mtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address);
+    unsigned want = kind == MemKind::Device ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    if (r != CUDA_SUCCESS || mtype != want) {
+      throw_invalid(std::string("memory at this address is not ") +
+                    (kind == MemKind::Device ? "GPU memory" : "page-locked host memory") +
+                    " known to CUDA");
+    }
+  }
+  if (kind == MemKind::Pinned && register_host) {
+    const CudaApi& api = cuda();
+    b->ctx_ = cuda_context(device);
+    cuda_set(b->ctx_);
+    GDRLAB_CU(api, cuMemHostRegister, reinterpret_cast<void*>(address), size_bytes,
+                                    CU_MEMHOSTREGISTER_PORTABLE);
+    b->registered_ = true;
+  }
+  return b;
+}
+
+Buffer::~Buffer() {
+  // Destructors never throw: a failed free is ignored (the process keeps running). CUDA was
+  // loaded when this memory was allocated or registered, so cuda_if_loaded() finds it.
+  const CudaApi* api = cuda_if_loaded();
+  if (registered_ && api) api->cuMemHostUnregister(host_ptr());
+  if (!owns_) return;
+  switch (kind_) {
+    case MemKind::Pageable: std::free(host_ptr()); break;
+    case MemKind::Pinned:
+      if (api) api->cuMemFreeHost(host_ptr());
+      g_pinned -= size_;
+      break;
+    case MemKind::Device:
+      if (api) {
+        api->cuCtxSetCurrent(ctx_);
+        api->cuMemFree(device_ptr());
+      }
+      g_device -= size_;
+      break;
+  }
+}
+
+static void check_range(const Buffer& b, size_t offset, size_t len) {
+  if (offset > b.size() || len > b.size() - offset)
+    throw_invalid("range [" + std::to_string(offset) + ", " + std::to_string(offset + len) +
+                  ") exceeds the buffer's " + std::to_string(b.size()) + " bytes");
+}
+
+void Buffer::fill_pattern(uint64_t seed, size_t offset, size_t len) {
+  check_range(*this, offset, len);
+  if (kind_ != MemKind::Device) {
+    pattern_fill_host(static_cast<uint8_t*>(host_ptr()) + offset, len, seed, 0);
+    return;
+  }
+  const CudaApi& api = cuda();
+  cuda_set(ctx_);
+  std::vector<uint8_t> scratch(std::min(len, kSlice));
+  for (size_t done = 0; done < len;) {
+    size_t n = std::min(kSlice, len - done);
+    pattern_fill_host(scratch.data(), n, seed, done);
+    GDRLAB_CU(api, cuMemcpyHtoDAsync, device_ptr() + offset + done, scratch.data(), n, nullptr);
+    GDRLAB_CU(api, cuStreamSynchronize, nullptr);
+    done += n;
+  }
+}
+
+int64_t Buffer::check_pattern(uint64_t seed, size_t offset, size_t len) const {
+  check_range(*this, offset, len);
+  if (kind_ != MemKind::Device)
+    return pattern_check_host(static_cast<const uint8_t*>(host_ptr()) + offset, len, seed, 0);
+  const CudaApi& api = cuda();
+  cuda_set(ctx_);
+  std::vector<uint8_t> scratch(std::min(len, kSlice));
+  for (size_t done = 0; done < len;) {
+    size_t n = std::min(kSlice, len - done);
+    GDRLAB_CU(api, cuMemcpyDtoHAsync, scratch.data(), device_ptr() + offset + done, n, nullptr);
+    GDRLAB_CU(api, cuStreamSynchronize, nullptr);
+    int64_t bad = pattern_check_host(scratch.data(), n, seed, done);
+    if (bad >= 0) return static_cast<int64_t>(done) + bad;
+    done += n;
+  }
+  return -1;
+}
+
+}  // namespace gdrlab

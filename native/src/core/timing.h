@@ -1,0 +1,60 @@
+// The measurement loops every wire shares: ping-pong latency (sample = round trip / 2) and
+// windowed streaming bandwidth (sample = time for `window` messages and the peer's ACK). The
+// wire supplies how one message is sent and received and how the ACK travels; nothing here
+// allocates inside the loop.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "core/vocab.h"
+#include "wire/frame.h"
+
+namespace gdrlab {
+
+// Wire-independent checks of a spec: mode, size (at most 1 GiB), window, iteration count.
+// `wire` names the wire in the error text ("tcp", "verbs").
+void check_spec_common(const TestSpec& s, const char* wire);
+
+// Measuring side. send/recv move one message; wait_ack blocks until the peer's ACK arrives.
+template <class Send, class Recv, class WaitAck>
+void measure(const TestSpec& spec, Send&& send, Recv&& recv, WaitAck&& wait_ack, std::vector<double>* samples_s,
+             double* bytes_per_sample) {
+  using Clock = std::chrono::steady_clock;
+  const Mode mode = static_cast<Mode>(spec.mode);
+  if (mode == Mode::Verify) return;
+  const uint32_t total = spec.warmup + spec.iters;
+  const bool lat = mode == Mode::Latency;
+  samples_s->reserve(spec.iters);
+  *bytes_per_sample = static_cast<double>(spec.size) * (lat ? 1 : spec.window);
+  for (uint32_t i = 0; i < total; ++i) {
+    auto t0 = Clock::now();
+    if (lat) {
+      send();
+      recv();
+    } else {
+      for (uint32_t k = 0; k < spec.window; ++k) send();
+      wait_ack();
+    }
+    double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (i >= spec.warmup) samples_s->push_back(lat ? dt / 2 : dt);
+  }
+}
+
+// Serving side: the mirror image of measure().
+template <class Send, class Recv, class SendAck>
+void answer(const TestSpec& spec, Send&& send, Recv&& recv, SendAck&& send_ack) {
+  const Mode mode = static_cast<Mode>(spec.mode);
+  const uint32_t total = spec.warmup + spec.iters;
+  for (uint32_t i = 0; mode != Mode::Verify && i < total; ++i) {
+    if (mode == Mode::Latency) {
+      recv();
+      send();
+    } else {
+      for (uint32_t k = 0; k < spec.window; ++k) recv();
+      send_ack();
+    }
+  }
+}
+
+}  // namespace gdrlab

@@ -1,0 +1,200 @@
+#include "verbs/path.h"
+
+#include <cstring>
+#include <exception>
+
+#include "core/error.h"
+#include "wire/frame.h"
+
+namespace gdrlab {
+
+VerbsEndpoint::VerbsEndpoint(const VerbsPathConfig& cfg, std::unique_ptr<RcLink> link, Buffer* user, size_t offset)
+    : cfg_(cfg), pd_(link->pd()), offset_(offset), link_(std::move(link)) {
+  // Should anything below throw, the members made so far go in reverse order of declaration:
+  // the link (QP, CQ), events and stream, memory regions, then buffers.
+  check_endpoint(Wire::Verbs, &cfg_, user, offset);
+  const bool pipelined = cfg_.path == Path::Pipelined;
+  if (pipelined && (cfg_.size + cfg_.chunk - 1) / cfg_.chunk > kImmIndexMask)
+    throw_invalid("too many chunks per message");
+  // The gdr path exports its buffer as a dma-buf: a whole number of 2 MiB GPU pages keeps the
+  // page-rounded export range inside this allocation even for tiny messages.
+  size_t alloc = cfg_.size + offset;
+  if (cfg_.path == Path::Gdr) alloc = (alloc + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+  user_ = message_buffer(user, cfg_, alloc, &own_user_);
+  const int dev = user_->device();
+  if (cfg_.path == Path::Host) {
+    land_mr_ = MemoryRegion::register_host(pd_, static_cast<char*>(user_->host_ptr()) + offset_, cfg_.size);
+    return;
+  }
+  if (cfg_.path == Path::Gdr) {
+    land_mr_ = MemoryRegion::register_device(pd_, user_->device_ptr() + offset_, cfg_.size, dev, kDefaultAccess,
+                                             cfg_.gpu_registration);
+    return;
+  }
+  // Pipelined chunks land in one pinned region, as shared messages do; they leave from slots.
+  make_staging(pipelined ? Path::Shared : cfg_.path, cfg_.size, dev, &bounce_, &host_);
+  if (pipelined) {
+    slots_ = std::make_unique<Buffer>(MemKind::Pinned, cfg_.chunk * cfg_.depth, dev);
+    send_mr_ = MemoryRegion::register_host(pd_, slots_->host_ptr(), slots_->size());
+    slot_seq_.assign(cfg_.depth, 0);
+  }
+  land_mr_ = MemoryRegion::register_host(pd_, host_->host_ptr(), host_->size());
+  api_ = &cuda();
+  ctx_ = user_->context();
+  stream_ = CudaStream(ctx_);
+  if (pipelined) events_ = make_events(ctx_, cfg_.depth);
+}
+
+VerbsEndpoint::~VerbsEndpoint() {
+  // On the normal path the test already waited; after a failure, waiting again for a peer that
+  // is gone would only add a timeout. Destroying the QP first stops the HCA's access either way.
+  if (std::uncaught_exceptions() == 0) {
+    try {
+      finish();
+    } catch (...) {
+    }
+  }
+}
+
+std::string VerbsEndpoint::describe() const { return std::string("path '") + path_name(cfg_.path) + "' (verbs wire)"; }
+
+void VerbsEndpoint::describe_region(ConnInfo* c) const {
+  c->rkey = land_mr_->rkey();
+  c->addr = land_mr_->addr();
+  c->length = land_mr_->length();
+}
+
+void VerbsEndpoint::set_remote(const ConnInfo& c) {
+  if (c.length < cfg_.size)
+    throw_protocol("the peer's memory region (" + std::to_string(c.length) + " bytes) is smaller than a " +
+                   std::to_string(cfg_.size) + "-byte message");
+  remote_addr_ = c.addr;
+  remote_rkey_ = c.rkey;
+}
+
+std::string VerbsEndpoint::mechanism() const {
+  return cfg_.path == Path::Gdr ? mr_mechanism_name(land_mr_->mechanism()) : "host";
+}
+
+void VerbsEndpoint::finish() { link_->wait_signaled(); }
+
+void VerbsEndpoint::settle() {
+  if (cfg_.path != Path::Gdr) return;
+  const CudaApi& api = cuda();
+  if (!api.cuFlushGPUDirectRDMAWrites) return;  // drivers before CUDA 11.3 order these writes themselves
+  cuda_set(user_->context());
+  GDRLAB_CU(api, cuFlushGPUDirectRDMAWrites, CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+                                           CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);
+}
+
+uint32_t VerbsEndpoint::expect_data() {
+  uint32_t imm = link_->wait_imm();
+  if ((imm & ~kImmIndexMask) != kImmData)
+    throw_protocol("expected a data message on the verbs wire, got immediate 0x" + std::to_string(imm));
+  return imm & kImmIndexMask;
+}
+
+void VerbsEndpoint::send_ack() {
+  link_->write_imm(0, 0, 0, remote_addr_, remote_rkey_, kImmAck, false);
+}
+
+void VerbsEndpoint::expect_ack() {
+  uint32_t imm = link_->wait_imm();
+  if (imm != kImmAck) throw_protocol("expected an ACK on the verbs wire, got immediate " + std::to_string(imm));
+}
+
+void VerbsEndpoint::send(bool signal) {
+  const uint32_t n = static_cast<uint32_t>(cfg_.size);
+  switch (cfg_.path) {
+    case Path::Host:
+    case Path::Gdr:
+      // Zero copy: the HCA reads the application's buffer, which the loop never rewrites.
+      last_send_seq_ = link_->write_imm(land_mr_->addr(), land_mr_->lkey(), n, remote_addr_, remote_rkey_, kImmData,
+                                       signal);
+      return;
+    case Path::Staged:
+    case Path::Shared: {
+      // The previous write must have left the host buffer before the next copy overwrites it.
+      if (last_send_seq_) link_->wait_sent(last_send_seq_);
+      const CudaApi& api = *api_;
+      GDRLAB_CU(api, cuCtxSetCurrent, ctx_);
+      void* host = cfg_.path == Path::Staged ? bounce_->host_ptr() : host_->host_ptr();
+      GDRLAB_CU(api, cuMemcpyDtoHAsync, host, user_->device_ptr() + offset_, n, stream_.get());
+      GDRLAB_CU(api, cuStreamSynchronize, stream_.get());
+      if (cfg_.path == Path::Staged) std::memcpy(host_->host_ptr(), bounce_->host_ptr(), n);
+      last_send_seq_ = link_->write_imm(land_mr_->addr(), land_mr_->lkey(), n, remote_addr_, remote_rkey_, kImmData, true);
+      return;
+    }
+    case Path::Pipelined:
+      send_pipelined();
+      return;
+    case Path::Max: break;
+  }
+}
+
+void VerbsEndpoint::recv() {
+  const size_t n = cfg_.size;
+  switch (cfg_.path) {
+    case Path::Host:
+    case Path::Gdr:
+      expect_data();
+      return;
+    case Path::Staged:
+    case Path::Shared: {
+      expect_data();
+      const CudaApi& api = *api_;
+      GDRLAB_CU(api, cuCtxSetCurrent, ctx_);
+      void* host = host_->host_ptr();
+      if (cfg_.path == Path::Staged) {
+        std::memcpy(bounce_->host_ptr(), host_->host_ptr(), n);
+        host = bounce_->host_ptr();
+      }
+      GDRLAB_CU(api, cuMemcpyHtoDAsync, user_->device_ptr() + offset_, host, n, stream_.get());
+      GDRLAB_CU(api, cuStreamSynchronize, stream_.get());
+      return;
+    }
+    case Path::Pipelined:
+      recv_pipelined();
+      return;
+    case Path::Max: break;
+  }
+}
+
+// Sender: each chunk is written to the peer as soon as its copy ends; a slot is refilled once its
+// write has completed.
+void VerbsEndpoint::send_pipelined() {
+  GDRLAB_CU(*api_, cuCtxSetCurrent, ctx_);
+  const size_t chunk = cfg_.chunk;
+  char* slots = static_cast<char*>(slots_->host_ptr());
+  pipeline_send(
+      *api_, stream_.get(), events_, user_->device_ptr() + offset_, cfg_.size, chunk,
+      [&](size_t s) { return slots + s * chunk; },
+      [&](size_t s) {
+        if (slot_seq_[s]) link_->wait_sent(slot_seq_[s]);
+      },
+      [] {},
+      [&](size_t i, size_t s, size_t off, size_t len) {
+        slot_seq_[s] = link_->write_imm(send_mr_->addr() + s * chunk, send_mr_->lkey(), static_cast<uint32_t>(len),
+                                        remote_addr_ + off, remote_rkey_, kImmData | static_cast<uint32_t>(i), true);
+      });
+}
+
+// Receiver: chunk i has landed when its immediate arrives (RC delivers in order); its
+// host-to-device copy starts at once, overlapping the chunks still on the wire.
+void VerbsEndpoint::recv_pipelined() {
+  const CudaApi& api = *api_;
+  GDRLAB_CU(api, cuCtxSetCurrent, ctx_);
+  const size_t n = cfg_.size, chunk = cfg_.chunk;
+  const size_t nchunks = (n + chunk - 1) / chunk;
+  const char* land = static_cast<const char*>(host_->host_ptr());
+  for (size_t i = 0; i < nchunks; ++i) {
+    uint32_t idx = expect_data();
+    if (idx != (i & kImmIndexMask))
+      throw_protocol("pipelined chunk " + std::to_string(idx) + " arrived where chunk " + std::to_string(i) + " was due");
+    size_t off = i * chunk, len = std::min(chunk, n - off);
+    GDRLAB_CU(api, cuMemcpyHtoDAsync, user_->device_ptr() + offset_ + off, land + off, len, stream_.get());
+  }
+  GDRLAB_CU(api, cuStreamSynchronize, stream_.get());
+}
+
+}  // namespace gdrlab

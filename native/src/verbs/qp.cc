@@ -1,0 +1,415 @@
+#include "verbs/qp.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "core/error.h"
+
+namespace gdrlab {
+
+// ------------------------------------------------------------------------ connection data
+std::vector<uint8_t> encode_conn_info(const ConnInfo& c) {
+  BodyWriter w;
+  w.u32(kVerbsConnMagic);
+  w.u8(kVerbsConnVersion);
+  w.u32(c.qpn);
+  w.u32(c.psn);
+  w.u32(c.lid);
+  w.u8(c.link_layer);
+  w.u8(c.mtu);
+  for (uint8_t b : c.gid) w.u8(b);
+  w.u8(c.gid_index);
+  w.u32(c.rkey);
+  w.u64(c.addr);
+  w.u64(c.length);
+  return w.bytes();
+}
+
+static ConnInfo read_conn_info(BodyReader& r) {
+  if (r.u32() != kVerbsConnMagic) throw_protocol("verbs connection data: bad magic");
+  uint8_t ver = r.u8();
+  if (ver != kVerbsConnVersion)
+    throw_protocol("verbs connection data version " + std::to_string(ver) + ", expected " +
+                   std::to_string(kVerbsConnVersion));
+  ConnInfo c;
+  c.qpn = r.u32();
+  c.psn = r.u32();
+  uint32_t lid = r.u32();
+  c.link_layer = r.u8();
+  c.mtu = r.u8();
+  for (uint8_t& b : c.gid) b = r.u8();
+  c.gid_index = r.u8();
+  c.rkey = r.u32();
+  c.addr = r.u64();
+  c.length = r.u64();
+  if (c.qpn == 0 || c.qpn > 0xFFFFFFu) throw_protocol("verbs connection data: QPN " + std::to_string(c.qpn) + " is not a 24-bit QP number");
+  if (c.psn > 0xFFFFFFu) throw_protocol("verbs connection data: PSN " + std::to_string(c.psn) + " exceeds 24 bits");
+  if (lid > 0xFFFFu) throw_protocol("verbs connection data: LID " + std::to_string(lid) + " exceeds 16 bits");
+  c.lid = static_cast<uint16_t>(lid);
+  if (c.link_layer != ibv::IBV_LINK_LAYER_INFINIBAND && c.link_layer != ibv::IBV_LINK_LAYER_ETHERNET)
+    throw_protocol("verbs connection data: unknown link layer " + std::to_string(c.link_layer));
+  if (c.mtu < ibv::IBV_MTU_256 || c.mtu > ibv::IBV_MTU_4096)
+    throw_protocol("verbs connection data: MTU code " + std::to_string(c.mtu) + " is not 1..5");
+  return c;
+}
+
+ConnInfo decode_conn_info(const uint8_t* p, size_t n) {
+  BodyReader r(p, n);
+  ConnInfo c = read_conn_info(r);
+  r.done();
+  return c;
+}
+
+std::vector<uint8_t> encode_connect_request(const TestSpec& spec, const ConnInfo& c) {
+  std::vector<uint8_t> s = encode_spec(spec);
+  std::vector<uint8_t> i = encode_conn_info(c);
+  BodyWriter w;
+  w.str(std::string(s.begin(), s.end()));
+  w.str(std::string(i.begin(), i.end()));
+  return w.bytes();
+}
+
+void decode_connect_request(const uint8_t* p, size_t n, TestSpec* spec, ConnInfo* c) {
+  BodyReader r(p, n);
+  std::string s = r.str(1024);
+  std::string i = r.str(1024);
+  r.done();
+  *spec = decode_spec(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  *c = decode_conn_info(reinterpret_cast<const uint8_t*>(i.data()), i.size());
+}
+
+// ------------------------------------------------------------------------ attribute choices
+int choose_path_mtu(int local_active_mtu, int remote_active_mtu) {
+  for (int m : {local_active_mtu, remote_active_mtu})
+    if (m < ibv::IBV_MTU_256 || m > ibv::IBV_MTU_4096)
+      throw_invalid("MTU code " + std::to_string(m) + " is not an ibv_mtu value (1..5)");
+  return std::min(local_active_mtu, remote_active_mtu);
+}
+
+int mtu_bytes(int m) {
+  if (m < ibv::IBV_MTU_256 || m > ibv::IBV_MTU_4096) throw_invalid("MTU code " + std::to_string(m) + " is not 1..5");
+  return 128 << m;
+}
+
+bool gid_is_ipv4_mapped(const uint8_t g[16]) {
+  for (int i = 0; i < 10; ++i)
+    if (g[i]) return false;
+  return g[10] == 0xff && g[11] == 0xff;
+}
+
+int select_gid_index(const std::vector<GidEntry>& table) {
+  int best = -1;
+  long best_score = -1;
+  for (const GidEntry& e : table) {
+    bool empty = std::all_of(e.gid, e.gid + 16, [](uint8_t b) { return b == 0; });
+    if (empty) continue;
+    bool link_local = e.gid[0] == 0xfe && (e.gid[1] & 0xc0) == 0x80;
+    // RoCE v2 is routable (UDP/IP); an IPv4-mapped GID is what ARP-resolved Ethernet peers use.
+    long score = e.roce_version * 4 + (gid_is_ipv4_mapped(e.gid) ? 2 : 0) + (link_local ? 0 : 1);
+    if (score > best_score || (score == best_score && e.index < best)) {
+      best_score = score;
+      best = e.index;
+    }
+  }
+  return best;
+}
+
+QpAttrs qp_init_attrs(int port, int access) {
+  QpAttrs q;
+  std::memset(&q.attr, 0, sizeof q.attr);
+  q.attr.qp_state = ibv::IBV_QPS_INIT;
+  q.attr.pkey_index = 0;
+  q.attr.port_num = static_cast<uint8_t>(port);
+  q.attr.qp_access_flags = static_cast<unsigned>(access);
+  q.mask = ibv::IBV_QP_STATE | ibv::IBV_QP_PKEY_INDEX | ibv::IBV_QP_PORT | ibv::IBV_QP_ACCESS_FLAGS;
+  return q;
+}
+
+QpAttrs qp_rtr_attrs(int port, int local_link_layer, int local_mtu, int sgid_index, const ConnInfo& remote) {
+  if (local_link_layer != remote.link_layer)
+    throw_unavailable(std::string("link layers differ: this port is ") +
+                      (local_link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand") + ", the peer's is " +
+                      (remote.link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand"));
+  QpAttrs q;
+  std::memset(&q.attr, 0, sizeof q.attr);
+  q.attr.qp_state = ibv::IBV_QPS_RTR;
+  q.attr.path_mtu = static_cast<ibv::ibv_mtu>(choose_path_mtu(local_mtu, remote.mtu));
+  q.attr.dest_qp_num = remote.qpn;
+  q.attr.rq_psn = remote.psn;
+  q.attr.max_dest_rd_atomic = 1;
+  q.attr.min_rnr_timer = 12;  // 0.64 ms before the sender retries after a receiver-not-ready NAK
+  q.attr.ah_attr.port_num = static_cast<uint8_t>(port);
+  q.attr.ah_attr.sl = 0;
+  q.attr.ah_attr.src_path_bits = 0;
+  if (remote.link_layer == ibv::IBV_LINK_LAYER_ETHERNET) {
+    // RoCE has no LIDs: every packet carries a GRH addressed by GID.
+    q.attr.ah_attr.is_global = 1;
+    std::memcpy(q.attr.ah_attr.grh.dgid.raw, remote.gid, 16);
+    q.attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(sgid_index);
+    q.attr.ah_attr.grh.hop_limit = 255;
+    q.attr.ah_attr.grh.flow_label = 0;
+    q.attr.ah_attr.grh.traffic_class = 0;
+    q.attr.ah_attr.dlid = 0;
+  } else {
+    if (remote.lid == 0)
+      throw_unavailable("the peer's InfiniBand port has LID 0: no subnet manager has configured it (run opensm or check ibstat)");
+    q.attr.ah_attr.is_global = 0;
+    q.attr.ah_attr.dlid = remote.lid;
+  }
+  q.mask = ibv::IBV_QP_STATE | ibv::IBV_QP_AV | ibv::IBV_QP_PATH_MTU | ibv::IBV_QP_DEST_QPN | ibv::IBV_QP_RQ_PSN |
+           ibv::IBV_QP_MAX_DEST_RD_ATOMIC | ibv::IBV_QP_MIN_RNR_TIMER;
+  return q;
+}
+
+QpAttrs qp_rts_attrs(uint32_t sq_psn) {
+  QpAttrs q;
+  std::memset(&q.attr, 0, sizeof q.attr);
+  q.attr.qp_state = ibv::IBV_QPS_RTS;
+  q.attr.sq_psn = sq_psn & 0xFFFFFFu;
+  q.attr.timeout = 14;   // 4.096 us * 2^14 = 67 ms per try, as perftest
+  q.attr.retry_cnt = 7;
+  q.attr.rnr_retry = 7;  // 7 = retry forever: a busy receiver slows the sender, never fails it
+  q.attr.max_rd_atomic = 1;
+  q.mask = ibv::IBV_QP_STATE | ibv::IBV_QP_TIMEOUT | ibv::IBV_QP_RETRY_CNT | ibv::IBV_QP_RNR_RETRY |
+           ibv::IBV_QP_SQ_PSN | ibv::IBV_QP_MAX_QP_RD_ATOMIC;
+  return q;
+}
+
+// ----------------------------------------------------------------------------------- RcLink
+RcLink::RcLink(std::shared_ptr<ProtectionDomain> pd, const LinkConfig& cfg) : pd_(std::move(pd)), cfg_(cfg) {
+  if (cfg_.sq_depth < 4 || cfg_.rq_depth < 4) throw_invalid("queue depths must be at least 4");
+  if (cfg_.timeout_ms <= 0) throw_invalid("timeout must be positive");
+  const VerbsApi& api = verbs();
+  const Context& ctx = *pd_->context();
+  port_ = cfg_.port > 0 ? cfg_.port : ctx.active_port();
+  ibv::ibv_port_attr pa = ctx.port_attr(port_);
+  if (pa.state != ibv::IBV_PORT_ACTIVE)
+    throw_unavailable(ctx.name() + " port " + std::to_string(port_) + " is not ACTIVE");
+  link_layer_ = pa.link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? ibv::IBV_LINK_LAYER_ETHERNET
+                                                              : ibv::IBV_LINK_LAYER_INFINIBAND;
+  mtu_ = pa.active_mtu;
+  lid_ = pa.lid;
+  if (link_layer_ == ibv::IBV_LINK_LAYER_ETHERNET) {
+    if (cfg_.gid_index >= 0) {
+      gid_index_ = cfg_.gid_index;
+    } else {
+      std::vector<GidEntry> table;
+      for (int i = 0; i < pa.gid_tbl_len; ++i) {
+        GidEntry e;
+        e.index = i;
+        ibv::ibv_gid g;
+        std::memset(&g, 0, sizeof g);
+        if (api.query_gid(ctx.get(), static_cast<uint8_t>(port_), i, &g) != 0) continue;
+        std::memcpy(e.gid, g.raw, 16);
+        e.roce_version = gid_roce_version(ctx.name(), port_, i);
+        table.push_back(e);
+      }
+      gid_index_ = select_gid_index(table);
+      if (gid_index_ < 0)
+        throw_unavailable(ctx.name() + " port " + std::to_string(port_) +
+                          " has no usable GID (no IP address on its netdev?); set GDRLAB_IB_GID_INDEX");
+    }
+    gid_ = ctx.gid(port_, gid_index_);
+  } else {
+    gid_ = ctx.gid(port_, 0);
+  }
+
+  cq_ = std::make_unique<CompletionQueue>(pd_->context(), cfg_.sq_depth + cfg_.rq_depth);
+  ibv::ibv_qp_init_attr ia;
+  std::memset(&ia, 0, sizeof ia);
+  ia.send_cq = cq_->get();
+  ia.recv_cq = cq_->get();
+  ia.qp_type = ibv::IBV_QPT_RC;
+  ia.sq_sig_all = 0;
+  ia.cap.max_send_wr = static_cast<uint32_t>(cfg_.sq_depth);
+  ia.cap.max_recv_wr = static_cast<uint32_t>(cfg_.rq_depth);
+  ia.cap.max_send_sge = 1;
+  ia.cap.max_recv_sge = 1;
+  // No inline data: the CPU would have to read the payload, which it cannot do for GPU memory,
+  // and host and gdr paths should post identical work requests.
+  ia.cap.max_inline_data = 0;
+  qp_ = std::make_unique<QueuePair>(pd_, &ia);
+  QpAttrs init = qp_init_attrs(port_, kDefaultAccess);
+  int rc = api.modify_qp(qp_->get(), &init.attr, init.mask);
+  if (rc) throw_verbs("ibv_modify_qp", rc, "RESET->INIT");
+  std::random_device rd;
+  psn_ = rd() & 0xFFFFFFu;
+  // At most rq_depth immediates are queued before reposting stops, plus the receives still posted.
+  imm_ring_.assign(2 * static_cast<size_t>(cfg_.rq_depth) + 1, 0);
+  // Receives may be posted in INIT: the peer's first write can arrive as soon as we reach RTR.
+  for (int i = 0; i < cfg_.rq_depth; ++i) post_recv_one();
+}
+
+ConnInfo RcLink::local_info() const {
+  ConnInfo c;
+  c.qpn = qp_->get()->qp_num;
+  c.psn = psn_;
+  c.lid = lid_;
+  c.link_layer = static_cast<uint8_t>(link_layer_);
+  c.mtu = static_cast<uint8_t>(mtu_);
+  std::memcpy(c.gid, gid_.raw, 16);
+  c.gid_index = static_cast<uint8_t>(gid_index_);
+  return c;
+}
+
+void RcLink::connect(const ConnInfo& remote) {
+  const VerbsApi& api = verbs();
+  QpAttrs rtr = qp_rtr_attrs(port_, link_layer_, mtu_, gid_index_, remote);
+  int rc = api.modify_qp(qp_->get(), &rtr.attr, rtr.mask);
+  if (rc) throw_verbs("ibv_modify_qp", rc, "INIT->RTR");
+  QpAttrs rts = qp_rts_attrs(psn_);
+  rc = api.modify_qp(qp_->get(), &rts.attr, rts.mask);
+  if (rc) throw_verbs("ibv_modify_qp", rc, "RTR->RTS");
+}
+
+void RcLink::post_recv_one() {
+  // A WRITE WITH IMM consumes a receive but places its payload by rkey/address, so the receive
+  // needs no scatter list.
+  ibv::ibv_recv_wr wr;
+  std::memset(&wr, 0, sizeof wr);
+  wr.wr_id = 0;
+  wr.num_sge = 0;
+  ibv::ibv_recv_wr* bad = nullptr;
+  int rc = ibv::post_recv(qp_->get(), &wr, &bad);
+  if (rc) throw_verbs("ibv_post_recv", rc);
+}
+
+uint64_t RcLink::write_imm(uint64_t laddr, uint32_t lkey, uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm,
+                           bool signal) {
+  // Keep the send queue from overflowing: a signaled completion retires every earlier post.
+  while (posted_ - completed_ >= static_cast<uint64_t>(cfg_.sq_depth) - 1) {
+    if (last_signaled_ <= completed_) {
+      drain();
+      break;
+    }
+    wait_for([&] { return posted_ - completed_ < static_cast<uint64_t>(cfg_.sq_depth) - 1; }, "send queue space");
+  }
+  ibv::ibv_sge sge;
+  sge.addr = laddr;
+  sge.length = len;
+  sge.lkey = lkey;
+  ibv::ibv_send_wr wr;
+  std::memset(&wr, 0, sizeof wr);
+  const uint64_t seq = posted_ + 1;
+  signal = signal || ++unsignaled_ >= cfg_.sq_depth / 4;
+  wr.wr_id = seq;
+  wr.sg_list = len ? &sge : nullptr;
+  wr.num_sge = len ? 1 : 0;
+  wr.opcode = ibv::IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = signal ? ibv::IBV_SEND_SIGNALED : 0;
+  wr.imm_data = htonl(imm);
+  wr.wr.rdma.remote_addr = raddr;
+  wr.wr.rdma.rkey = rkey;
+  ibv::ibv_send_wr* bad = nullptr;
+  int rc = ibv::post_send(qp_->get(), &wr, &bad);
+  if (rc) throw_verbs("ibv_post_send", rc);
+  posted_ = seq;
+  if (signal) {
+    last_signaled_ = seq;
+    unsignaled_ = 0;
+  }
+  return seq;
+}
+
+void RcLink::wait_sent(uint64_t seq) {
+  if (seq > last_signaled_) throw_invalid("wait_sent on a write that was not signaled");
+  wait_for([&] { return completed_ >= seq; }, "a write completion");
+}
+
+void RcLink::drain() {
+  if (completed_ >= posted_) return;
+  if (last_signaled_ < posted_) {
+    // A zero-length plain RDMA WRITE, signaled: its completion retires everything before it and
+    // it consumes no receive on the peer.
+    ibv::ibv_send_wr wr;
+    std::memset(&wr, 0, sizeof wr);
+    wr.wr_id = ++posted_;
+    wr.opcode = ibv::IBV_WR_RDMA_WRITE;
+    wr.send_flags = ibv::IBV_SEND_SIGNALED;
+    ibv::ibv_send_wr* bad = nullptr;
+    int rc = ibv::post_send(qp_->get(), &wr, &bad);
+    if (rc) throw_verbs("ibv_post_send", rc);
+    last_signaled_ = posted_;
+    unsignaled_ = 0;
+  }
+  const uint64_t target = posted_;
+  wait_for([&] { return completed_ >= target; }, "outstanding writes");
+}
+
+void RcLink::wait_signaled() {
+  const uint64_t target = last_signaled_;
+  wait_for([&] { return completed_ >= target; }, "the last signaled write");
+}
+
+uint32_t RcLink::wait_imm() {
+  wait_for([&] { return imm_count_ > 0; }, "a message from the peer");
+  uint32_t v = imm_ring_[imm_head_];
+  imm_head_ = (imm_head_ + 1) % imm_ring_.size();
+  --imm_count_;
+  if (recv_deficit_ > 0) {
+    --recv_deficit_;
+    post_recv_one();
+  }
+  return v;
+}
+
+int RcLink::poll_some() {
+  ibv::ibv_wc wc[16];
+  int n = ibv::poll_cq(cq_->get(), 16, wc);
+  if (n < 0) throw_verbs("ibv_poll_cq", EIO);
+  for (int i = 0; i < n; ++i) {
+    const ibv::ibv_wc& w = wc[i];
+    if (w.status != ibv::IBV_WC_SUCCESS) {
+      std::string why = verbs().wc_status_str(w.status);
+      if (w.status == ibv::IBV_WC_RETRY_EXC_ERR)
+        why += ": the peer did not acknowledge (wrong LID/GID index, link down, or the peer's QP is gone)";
+      else if (w.status == ibv::IBV_WC_REM_ACCESS_ERR)
+        why += ": the peer refused the write (rkey/address outside its memory region)";
+      else if (w.status == ibv::IBV_WC_LOC_PROT_ERR || w.status == ibv::IBV_WC_LOC_ACCESS_ERR)
+        why += ": local buffer outside its memory region (lkey)";
+      throw Error(ErrorKind::Verbs, "libibverbs", "ibv_poll_cq", w.status,
+                  why + " (vendor error " + std::to_string(w.vendor_err) + ")");
+    }
+    if (w.opcode & ibv::IBV_WC_RECV) {
+      size_t tail = (imm_head_ + imm_count_) % imm_ring_.size();
+      imm_ring_[tail] = ntohl(w.imm_data);
+      ++imm_count_;
+      // Repost at once unless the messages pile up unread: then the peer waits (RNR) instead of
+      // overrunning the ring.
+      if (imm_count_ < static_cast<size_t>(cfg_.rq_depth)) post_recv_one();
+      else ++recv_deficit_;
+    } else if (w.wr_id > completed_) {
+      completed_ = w.wr_id;  // RC completes in order: this retires every earlier post
+    }
+  }
+  return n;
+}
+
+template <class Done>
+void RcLink::wait_for(Done done, const char* waiting_for) {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point deadline{};
+  unsigned empty = 0;
+  while (!done()) {
+    if (poll_some() > 0) {
+      empty = 0;
+      continue;
+    }
+    // Reading the clock costs more than a poll: check it every few thousand empty polls.
+    if ((++empty & 4095u) == 0) {
+      Clock::time_point now = Clock::now();
+      if (deadline == Clock::time_point{}) deadline = now + std::chrono::milliseconds(cfg_.timeout_ms);
+      else if (now > deadline)
+        throw Error(ErrorKind::PeerTimeout, "libibverbs", "ibv_poll_cq", 0,
+                    std::string("no completion within ") + std::to_string(cfg_.timeout_ms) + " ms while waiting for " +
+                        waiting_for);
+    }
+  }
+}
+
+}  // namespace gdrlab

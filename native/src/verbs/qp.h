@@ -1,0 +1,135 @@
+// An RC queue pair and what the two sides exchange to connect it, as perftest and NCCL do:
+// each side creates its QP, sends (LID, GID, QPN, PSN, MTU, rkey, address) over the tcp wire, and
+// moves its QP RESET -> INIT -> RTR (needs the peer's data) -> RTS.
+//
+// The attribute choices are pure functions so tests can check them without an HCA:
+//   path MTU      min(local port active_mtu, remote port active_mtu)
+//   addressing    InfiniBand: destination LID, no GRH; RoCE: GRH with the peer's GID and our GID index
+//   GID index     RoCE v2 before v1, IPv4-mapped (::ffff:a.b.c.d) before other GIDs, link-local last
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "wire/frame.h"
+#include "verbs/abi.h"
+#include "verbs/resources.h"
+
+namespace gdrlab {
+
+constexpr uint32_t kVerbsConnMagic = 0x53425256u;  // "VRBS" in memory order
+constexpr uint8_t kVerbsConnVersion = 1;
+
+struct ConnInfo {
+  uint32_t qpn = 0;        // 24 bits
+  uint32_t psn = 0;        // 24 bits
+  uint16_t lid = 0;        // InfiniBand only
+  uint8_t link_layer = 0;  // 1 InfiniBand, 2 Ethernet (RoCE)
+  uint8_t mtu = 0;         // ibv_mtu of the port (active_mtu)
+  uint8_t gid[16] = {};
+  uint8_t gid_index = 0;   // the sender's own index (informational: the peer uses its own)
+  uint32_t rkey = 0;       // the region the peer may write
+  uint64_t addr = 0;
+  uint64_t length = 0;
+};
+
+std::vector<uint8_t> encode_conn_info(const ConnInfo& c);
+// Throws Error(Protocol) on a short, long or malformed body (bad magic, version, QPN, PSN, MTU,
+// link layer).
+ConnInfo decode_conn_info(const uint8_t* p, size_t n);
+
+// The client's CONNECT body: one test's parameters plus the client's connection data.
+std::vector<uint8_t> encode_connect_request(const TestSpec& spec, const ConnInfo& c);
+void decode_connect_request(const uint8_t* p, size_t n, TestSpec* spec, ConnInfo* c);
+
+int choose_path_mtu(int local_active_mtu, int remote_active_mtu);  // ibv_mtu values 1..5
+int mtu_bytes(int ibv_mtu);                                          // 256..4096
+
+struct GidEntry {
+  int index = 0;
+  uint8_t gid[16] = {};
+  int roce_version = 0;  // 2, 1 or 0 (unknown)
+};
+// The index to use on a RoCE port, or -1 when every entry is empty.
+int select_gid_index(const std::vector<GidEntry>& table);
+bool gid_is_ipv4_mapped(const uint8_t gid[16]);
+
+struct QpAttrs {
+  ibv::ibv_qp_attr attr;
+  int mask = 0;
+};
+QpAttrs qp_init_attrs(int port, int access);
+// local_mtu: our port's active_mtu; sgid_index used only on RoCE. Throws Unavailable for an
+// InfiniBand peer with LID 0 (no subnet manager) and for mixed link layers.
+QpAttrs qp_rtr_attrs(int port, int local_link_layer, int local_mtu, int sgid_index, const ConnInfo& remote);
+QpAttrs qp_rts_attrs(uint32_t sq_psn);
+
+struct LinkConfig {
+  int port = 0;         // 0: the device's first ACTIVE port
+  int gid_index = -1;   // -1: select_gid_index on RoCE
+  int sq_depth = 256;   // send work requests in flight
+  int rq_depth = 256;   // receive work requests posted (each absorbs one WRITE_WITH_IMM)
+  int timeout_ms = 10000;
+};
+
+// One RC queue pair on one completion queue, carrying RDMA WRITE WITH IMMEDIATE.
+class RcLink {
+ public:
+  RcLink(std::shared_ptr<ProtectionDomain> pd, const LinkConfig& cfg);
+  RcLink(const RcLink&) = delete;
+  RcLink& operator=(const RcLink&) = delete;
+
+  // Our half of the connection data; the caller fills rkey/addr/length.
+  ConnInfo local_info() const;
+  // RTR then RTS against the peer's data.
+  void connect(const ConnInfo& remote);
+
+  // Posts one RDMA WRITE WITH IMM of [laddr, laddr+len) to the peer's raddr. len 0 sends only
+  // the immediate. Returns the post's sequence number; wait_sent(seq) needs signal=true.
+  uint64_t write_imm(uint64_t laddr, uint32_t lkey, uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm,
+                     bool signal);
+  void wait_sent(uint64_t seq);
+  // Waits until every posted write completed; posts a signaled zero-length write when the last
+  // post was unsignaled, so the peer's QP must still exist.
+  void drain();
+  // Waits for the last signaled write: posts nothing, safe while the peer tears down.
+  void wait_signaled();
+  // The next immediate value the peer sent (host byte order); the receive is reposted.
+  uint32_t wait_imm();
+
+  int port() const { return port_; }
+  int gid_index() const { return gid_index_; }
+  int link_layer() const { return link_layer_; }
+  int active_mtu() const { return mtu_; }
+  const std::string& device_name() const { return pd_->context()->name(); }
+  const std::shared_ptr<ProtectionDomain>& pd() const { return pd_; }
+
+ private:
+  // Polls the CQ once, handling every completion found; returns how many.
+  int poll_some();
+  // Spins on poll_some until done() holds; throws PeerTimeout after cfg_.timeout_ms without it.
+  template <class Done>
+  void wait_for(Done done, const char* waiting_for);
+  void post_recv_one();
+
+  std::shared_ptr<ProtectionDomain> pd_;
+  LinkConfig cfg_;
+  // The CQ before the QP: members go in reverse, so the QP is destroyed first, and a constructor
+  // that throws after creating the QP (a failed receive post) destroys it too.
+  std::unique_ptr<CompletionQueue> cq_;
+  std::unique_ptr<QueuePair> qp_;
+  // The port as connected: number, GID index (RoCE), link layer, active MTU, LID (InfiniBand).
+  int port_ = 1, gid_index_ = 0, link_layer_ = 0, mtu_ = 0;
+  uint16_t lid_ = 0;
+  ibv::ibv_gid gid_{};
+  uint32_t psn_ = 0;
+  // Send-queue accounting: RC completes in order, so one signaled completion retires all before it.
+  uint64_t posted_ = 0, completed_ = 0, last_signaled_ = 0;
+  int unsignaled_ = 0;
+  std::vector<uint32_t> imm_ring_;  // immediates received, not yet consumed
+  size_t imm_head_ = 0, imm_count_ = 0;
+  int recv_deficit_ = 0;  // receives not reposted while too many immediates wait to be consumed
+};
+
+}  // namespace gdrlab

@@ -1,0 +1,361 @@
+#include "verbs/resources.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "core/cuda_api.h"
+#include "core/error.h"
+
+namespace gdrlab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+const char* port_state_name(int s) {
+  switch (s) {
+    case ibv::IBV_PORT_DOWN: return "DOWN";
+    case ibv::IBV_PORT_INIT: return "INIT";
+    case ibv::IBV_PORT_ARMED: return "ARMED";
+    case ibv::IBV_PORT_ACTIVE: return "ACTIVE";
+    case ibv::IBV_PORT_ACTIVE_DEFER: return "ACTIVE_DEFER";
+    default: return "NOP";
+  }
+}
+
+ibv::ibv_port_attr query_port(const VerbsApi& api, ibv::ibv_context* ctx, int port) {
+  // Zeroed first, as verbs.h's inline wrapper does: the exported call fills only the prefix it
+  // knows, newer fields must read as 0.
+  ibv::ibv_port_attr a;
+  std::memset(&a, 0, sizeof a);
+  int rc = api.query_port(ctx, static_cast<uint8_t>(port), &a);
+  if (rc) throw_verbs("ibv_query_port", rc > 0 ? rc : errno, "port " + std::to_string(port));
+  return a;
+}
+
+DeviceInfo describe(const VerbsApi& api, ibv::ibv_context* ctx, const std::string& name) {
+  DeviceInfo d;
+  d.name = name;
+  ibv::ibv_device_attr a;
+  std::memset(&a, 0, sizeof a);
+  int rc = api.query_device(ctx, &a);
+  if (rc) throw_verbs("ibv_query_device", rc > 0 ? rc : errno, name);
+  d.fw_ver = std::string(a.fw_ver, strnlen(a.fw_ver, sizeof a.fw_ver));
+#define GDRLAB_COPY(f) d.f = a.f;
+  GDRLAB_DEVICE_FIELDS(GDRLAB_COPY)
+#undef GDRLAB_COPY
+  for (int p = 1; p <= a.phys_port_cnt; ++p) d.ports.push_back(port_info(p, query_port(api, ctx, p)));
+  return d;
+}
+
+}  // namespace
+
+PortInfo port_info(int port, const ibv::ibv_port_attr& a) {
+  PortInfo pi;
+  pi.port = port;
+#define GDRLAB_COPY(f) pi.f = a.f;
+  GDRLAB_PORT_FIELDS(GDRLAB_COPY)
+#undef GDRLAB_COPY
+  return pi;
+}
+
+namespace {
+
+// Opens the named device (or, for "", the first one with an ACTIVE port).
+ibv::ibv_context* open_named(const VerbsApi& api, const std::string& want, std::string* name) {
+  int n = 0;
+  errno = 0;
+  ibv::ibv_device** list = api.get_device_list(&n);
+  if (!list) {
+    int err = errno;
+    require_rdma_device();  // throws with the precise reason when there is no device
+    throw_verbs("ibv_get_device_list", err ? err : ENODEV);
+  }
+  ibv::ibv_context* chosen = nullptr;
+  std::string names;
+  int open_errno = 0;
+  for (int i = 0; i < n && !chosen; ++i) {
+    std::string nm = api.get_device_name(list[i]);
+    names += (names.empty() ? "" : ", ") + nm;
+    if (!want.empty() && nm != want) continue;
+    ibv::ibv_context* c = api.open_device(list[i]);
+    if (!c) {
+      open_errno = errno;
+      if (!want.empty()) break;
+      continue;
+    }
+    bool active = !want.empty();
+    if (!active) {
+      ibv::ibv_device_attr a;
+      std::memset(&a, 0, sizeof a);
+      if (api.query_device(c, &a) == 0)
+        for (int p = 1; p <= a.phys_port_cnt && !active; ++p) {
+          ibv::ibv_port_attr pa;
+          std::memset(&pa, 0, sizeof pa);
+          active = api.query_port(c, static_cast<uint8_t>(p), &pa) == 0 && pa.state == ibv::IBV_PORT_ACTIVE;
+        }
+    }
+    if (active) {
+      chosen = c;
+      *name = nm;
+    } else {
+      api.close_device(c);
+    }
+  }
+  api.free_device_list(list);
+  if (chosen) return chosen;
+  if (n == 0) require_rdma_device();  // throws with the precise reason
+  if (open_errno) throw_verbs("ibv_open_device", open_errno, want.empty() ? names : want);
+  if (!want.empty()) throw_unavailable("RDMA device '" + want + "' not found; this machine has: " + names);
+  throw_unavailable("no RDMA device has an ACTIVE port (devices: " + names +
+                    "); check cables and the subnet manager (ibstat)");
+}
+
+// PCIe relaxed ordering lets the root complex reorder the HCA's writes, which matters for GPU
+// memory on several platforms; NCCL and perftest ask for it where the library can express it
+// (IBVERBS_1.8's ibv_reg_mr_iova2; optional access flags are ignored by devices without it).
+// GDRLAB_IB_RELAXED_ORDERING=0 turns it off.
+bool relaxed_ordering_wanted() {
+  static const bool on = [] {
+    const char* e = std::getenv("GDRLAB_IB_RELAXED_ORDERING");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
+ibv::ibv_mr* reg_plain(const VerbsApi& api, ibv::ibv_pd* pd, void* addr, size_t length, int access) {
+  if (api.reg_mr_iova2 && relaxed_ordering_wanted())
+    return api.reg_mr_iova2(pd, addr, length, reinterpret_cast<uint64_t>(addr),
+                            static_cast<unsigned>(access | ibv::IBV_ACCESS_RELAXED_ORDERING));
+  return api.reg_mr(pd, addr, length, access);
+}
+
+std::string read_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string s;
+  if (f) std::getline(f, s);
+  return s;
+}
+
+}  // namespace
+
+std::vector<DeviceInfo> verbs_devices() {
+  std::vector<DeviceInfo> out;
+  VerbsStatus st = verbs_status();
+  if (st.devices.empty()) return out;
+  for (const std::string& nm : st.devices) {
+    Context c(nm);
+    out.push_back(c.info());
+  }
+  return out;
+}
+
+bool peermem_loaded(std::string* version) {
+  struct stat sb;
+  if (stat("/sys/module/nvidia_peermem", &sb) != 0) return false;
+  if (version) *version = read_line("/sys/module/nvidia_peermem/version");
+  return true;
+}
+
+int gid_roce_version(const std::string& device, int port, int index) {
+  std::string t = read_line("/sys/class/infiniband/" + device + "/ports/" + std::to_string(port) +
+                            "/gid_attrs/types/" + std::to_string(index));
+  if (t.find("RoCE v2") != std::string::npos) return 2;
+  if (t.find("RoCE v1") != std::string::npos || t.find("IB/RoCE") != std::string::npos) return 1;
+  return 0;
+}
+
+// --------------------------------------------------------------------------------- Context
+Context::Context(const std::string& name) {
+  const VerbsApi& api = verbs();
+  ctx_ = open_named(api, name, &name_);
+  try {
+    info_ = describe(api, ctx_, name_);
+  } catch (...) {
+    api.close_device(ctx_);
+    throw;
+  }
+}
+
+Context::~Context() {
+  if (const VerbsApi* api = verbs_if_loaded(); api && ctx_) api->close_device(ctx_);
+}
+
+ibv::ibv_port_attr Context::port_attr(int port) const {
+  if (port < 1 || port > info_.phys_port_cnt)
+    throw_invalid(name_ + " has ports 1.." + std::to_string(info_.phys_port_cnt) + ", not " + std::to_string(port));
+  return query_port(verbs(), ctx_, port);
+}
+
+ibv::ibv_gid Context::gid(int port, int index) const {
+  ibv::ibv_gid g;
+  std::memset(&g, 0, sizeof g);
+  int rc = verbs().query_gid(ctx_, static_cast<uint8_t>(port), index, &g);
+  if (rc) throw_verbs("ibv_query_gid", rc > 0 ? rc : errno, name_ + " port " + std::to_string(port) +
+                                                              " index " + std::to_string(index));
+  return g;
+}
+
+int Context::active_port() const {
+  std::string states;
+  for (int p = 1; p <= info_.phys_port_cnt; ++p) {
+    ibv::ibv_port_attr a = port_attr(p);
+    if (a.state == ibv::IBV_PORT_ACTIVE) return p;
+    states += (states.empty() ? "" : ", ") + std::to_string(p) + ": " + port_state_name(a.state);
+  }
+  throw_unavailable(name_ + " has no ACTIVE port (" + states + ")");
+}
+
+// ------------------------------------------------------------------------- ProtectionDomain
+ProtectionDomain::ProtectionDomain(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {
+  errno = 0;
+  pd_ = verbs().alloc_pd(ctx_->get());
+  if (!pd_) throw_verbs("ibv_alloc_pd", errno ? errno : ENOMEM, ctx_->name());
+}
+
+ProtectionDomain::~ProtectionDomain() {
+  if (const VerbsApi* api = verbs_if_loaded(); api && pd_) api->dealloc_pd(pd_);
+}
+
+// ----------------------------------------------------------------------------- MemoryRegion
+const char* mr_mechanism_name(MrMechanism m) {
+  switch (m) {
+    case MrMechanism::Host: return "host";
+    case MrMechanism::DmaBuf: return "dmabuf";
+    case MrMechanism::PeerMem: return "peermem";
+  }
+  return "?";
+}
+
+std::unique_ptr<MemoryRegion> MemoryRegion::register_host(std::shared_ptr<ProtectionDomain> pd, void* addr,
+                                                          size_t length, int access) {
+  if (!addr || length == 0) throw_invalid("memory region needs a non-null address and a length of at least 1 byte");
+  const VerbsApi& api = verbs();
+  std::unique_ptr<MemoryRegion> m(new MemoryRegion());
+  m->pd_ = std::move(pd);
+  auto t0 = Clock::now();
+  errno = 0;
+  m->mr_ = reg_plain(api, m->pd_->get(), addr, length, access);
+  m->reg_s_ = since(t0);
+  if (!m->mr_) throw_verbs("ibv_reg_mr", errno ? errno : EINVAL, std::to_string(length) + " bytes of host memory");
+  m->addr_ = reinterpret_cast<uint64_t>(addr);
+  m->length_ = length;
+  m->mechanism_ = MrMechanism::Host;
+  return m;
+}
+
+std::unique_ptr<MemoryRegion> MemoryRegion::register_device(std::shared_ptr<ProtectionDomain> pd, uint64_t addr,
+                                                            size_t length, int device, int access,
+                                                            GpuRegistration how) {
+  if (!addr || length == 0) throw_invalid("memory region needs a non-null address and a length of at least 1 byte");
+  const VerbsApi& api = verbs();
+  const CudaApi& cu = cuda();
+  std::unique_ptr<MemoryRegion> m(new MemoryRegion());
+  m->pd_ = std::move(pd);
+  m->addr_ = addr;
+  m->length_ = length;
+  std::string dmabuf_why;
+
+  if (how == GpuRegistration::Auto || how == GpuRegistration::DmaBuf) {
+    if (!api.reg_dmabuf_mr) {
+      dmabuf_why = api.library + " has no ibv_reg_dmabuf_mr (IBVERBS_1.12, rdma-core 34+)";
+    } else if (!cu.cuMemGetHandleForAddressRange) {
+      dmabuf_why = "the CUDA driver has no cuMemGetHandleForAddressRange (CUDA 11.7+)";
+    } else {
+      // The exported range must start and end on host page boundaries; the MR covers only
+      // [addr, addr+length) inside it, at I/O virtual address addr (so remote peers use addr).
+      const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+      const uint64_t base = addr & ~(page - 1);
+      const uint64_t offset = addr - base;
+      const uint64_t span = (offset + length + page - 1) / page * page;
+      cuda_use(device);
+      int fd = -1;
+      CUresult r = cu.cuMemGetHandleForAddressRange(&fd, base, span, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+      if (r != CUDA_SUCCESS) {
+        try {
+          cuda_check(r, "cuMemGetHandleForAddressRange", __FILE__, __LINE__);
+        } catch (const Error& e) {
+          dmabuf_why = std::string("dma-buf export refused: ") + e.what();
+        }
+      } else {
+        auto t0 = Clock::now();
+        errno = 0;
+        const int flags = access | (relaxed_ordering_wanted() ? ibv::IBV_ACCESS_RELAXED_ORDERING : 0);
+        m->mr_ = api.reg_dmabuf_mr(m->pd_->get(), offset, length, addr, fd, flags);
+        m->reg_s_ = since(t0);
+        int err = errno ? errno : EINVAL;
+        // The MR holds its own reference to the dma-buf; our descriptor is no longer needed.
+        ::close(fd);
+        if (m->mr_) {
+          m->mechanism_ = MrMechanism::DmaBuf;
+          return m;
+        }
+        if (how == GpuRegistration::DmaBuf || (err != EOPNOTSUPP && err != ENOTSUP && err != ENOSYS && err != EINVAL))
+          throw_verbs("ibv_reg_dmabuf_mr", err, std::to_string(length) + " bytes of GPU memory", true);
+        dmabuf_why = std::string("ibv_reg_dmabuf_mr failed: ") + std::strerror(err);
+      }
+    }
+    if (how == GpuRegistration::DmaBuf) throw_unavailable("dma-buf registration unavailable: " + dmabuf_why);
+  }
+
+  std::string peermem_version;
+  if (how != GpuRegistration::Raw && !peermem_loaded(&peermem_version)) {
+    std::string text = "GPU memory cannot be registered here: ";
+    if (how == GpuRegistration::Auto) text += dmabuf_why + "; and ";
+    text += "nvidia_peermem is not loaded (/sys/module/nvidia_peermem is absent; modprobe nvidia_peermem)";
+    throw_unavailable(text);
+  }
+  auto t0 = Clock::now();
+  errno = 0;
+  m->mr_ = reg_plain(api, m->pd_->get(), reinterpret_cast<void*>(addr), length, access);
+  m->reg_s_ = since(t0);
+  if (!m->mr_) throw_verbs("ibv_reg_mr", errno ? errno : EINVAL, std::to_string(length) + " bytes of GPU memory", true);
+  m->mechanism_ = MrMechanism::PeerMem;
+  m->fallback_ = dmabuf_why;
+  return m;
+}
+
+void MemoryRegion::close() {
+  if (!mr_) return;
+  auto t0 = Clock::now();
+  int rc = verbs().dereg_mr(mr_);
+  dereg_s_ = since(t0);
+  mr_ = nullptr;
+  pd_.reset();
+  if (rc) throw_verbs("ibv_dereg_mr", rc > 0 ? rc : errno);
+}
+
+MemoryRegion::~MemoryRegion() {
+  if (const VerbsApi* api = verbs_if_loaded(); api && mr_) api->dereg_mr(mr_);
+}
+
+// -------------------------------------------------------------------------- CompletionQueue
+CompletionQueue::CompletionQueue(std::shared_ptr<Context> ctx, int entries) : ctx_(std::move(ctx)) {
+  errno = 0;
+  cq_ = verbs().create_cq(ctx_->get(), entries, nullptr, nullptr, 0);
+  if (!cq_) throw_verbs("ibv_create_cq", errno ? errno : ENOMEM, std::to_string(entries) + " entries");
+}
+
+CompletionQueue::~CompletionQueue() {
+  if (const VerbsApi* api = verbs_if_loaded(); api && cq_) api->destroy_cq(cq_);
+}
+
+// ------------------------------------------------------------------------------- QueuePair
+QueuePair::QueuePair(std::shared_ptr<ProtectionDomain> pd, ibv::ibv_qp_init_attr* attr) : pd_(std::move(pd)) {
+  errno = 0;
+  qp_ = verbs().create_qp(pd_->get(), attr);
+  if (!qp_) throw_verbs("ibv_create_qp", errno ? errno : ENOMEM, pd_->context()->name());
+}
+
+QueuePair::~QueuePair() {
+  if (const VerbsApi* api = verbs_if_loaded(); api && qp_) api->destroy_qp(qp_);
+}
+
+}  // namespace gdrlab

@@ -1,0 +1,180 @@
+// Verbs objects with owners: a Context (an opened HCA) owns protection domains and completion
+// queues; a protection domain owns memory regions and queue pairs. Teardown goes QP, then CQ and
+// MRs, then PD, then the device; destructors never throw. Children hold a shared_ptr to their parent,
+// so a parent is never freed under a live child whatever order Python drops them in.
+//
+// Memory regions over GPU memory try dma-buf first (cuMemGetHandleForAddressRange exports the
+// range, ibv_reg_dmabuf_mr imports it: upstream kernel path, no extra module), then fall back to
+// plain ibv_reg_mr on the GPU pointer, which works only when the nvidia_peermem module is loaded.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "verbs/abi.h"
+#include "verbs/api.h"
+
+namespace gdrlab {
+
+// The fields PortInfo and DeviceInfo copy from ibv_port_attr and ibv_device_attr under the same
+// names: one list for the copy here and for the dictionaries the binding builds.
+#define GDRLAB_PORT_FIELDS(X) \
+  X(state) X(max_mtu) X(active_mtu) X(lid) X(link_layer) X(gid_tbl_len) X(active_width) X(active_speed)
+#define GDRLAB_DEVICE_FIELDS(X)                                                                   \
+  X(node_guid) X(vendor_id) X(vendor_part_id) X(phys_port_cnt) X(max_qp) X(max_qp_wr) X(max_cqe) \
+  X(max_mr) X(max_mr_size)
+
+struct PortInfo {
+  int port = 0;
+  int state = 0;        // ibv_port_state
+  int max_mtu = 0;      // ibv_mtu
+  int active_mtu = 0;   // ibv_mtu
+  int lid = 0;
+  int link_layer = 0;   // 1 InfiniBand, 2 Ethernet (RoCE)
+  int gid_tbl_len = 0;
+  int active_width = 0;
+  int active_speed = 0;
+};
+
+struct DeviceInfo {
+  std::string name;
+  std::string fw_ver;
+  uint64_t node_guid = 0;  // as the HCA reports it (network byte order)
+  uint32_t vendor_id = 0;
+  uint32_t vendor_part_id = 0;
+  int phys_port_cnt = 0;
+  int max_qp = 0;
+  int max_qp_wr = 0;
+  int max_cqe = 0;
+  int max_mr = 0;
+  uint64_t max_mr_size = 0;
+  std::vector<PortInfo> ports;
+};
+
+PortInfo port_info(int port, const ibv::ibv_port_attr& a);
+
+// Every device libibverbs lists, with attributes; empty when there is none.
+std::vector<DeviceInfo> verbs_devices();
+
+// True when /sys/module/nvidia_peermem exists; *version gets its version file when readable.
+bool peermem_loaded(std::string* version = nullptr);
+
+// RoCE version of a GID table entry from sysfs (.../gid_attrs/types/<index>): 2 for "RoCE v2",
+// 1 for "IB/RoCE v1", 0 when unknown or not readable.
+int gid_roce_version(const std::string& device, int port, int index);
+
+class Context {
+ public:
+  // name "" picks the first device with an ACTIVE port. Throws Unavailable when no device exists
+  // (with verbs_status's reason) or the named device is not there.
+  explicit Context(const std::string& name = "");
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  ibv::ibv_context* get() const { return ctx_; }
+  const std::string& name() const { return name_; }
+  const DeviceInfo& info() const { return info_; }
+  // Port attributes, freshly queried (state and MTU may change while the process runs).
+  ibv::ibv_port_attr port_attr(int port) const;
+  ibv::ibv_gid gid(int port, int index) const;
+  // The first ACTIVE port, or throws Unavailable naming the ports and their states.
+  int active_port() const;
+
+ private:
+  ibv::ibv_context* ctx_ = nullptr;
+  std::string name_;
+  DeviceInfo info_;
+};
+
+class ProtectionDomain {
+ public:
+  explicit ProtectionDomain(std::shared_ptr<Context> ctx);
+  ~ProtectionDomain();
+  ProtectionDomain(const ProtectionDomain&) = delete;
+  ProtectionDomain& operator=(const ProtectionDomain&) = delete;
+  ibv::ibv_pd* get() const { return pd_; }
+  const std::shared_ptr<Context>& context() const { return ctx_; }
+
+ private:
+  std::shared_ptr<Context> ctx_;
+  ibv::ibv_pd* pd_ = nullptr;
+};
+
+enum class MrMechanism { Host = 0, DmaBuf = 1, PeerMem = 2 };
+const char* mr_mechanism_name(MrMechanism m);
+
+// What register_device may use: Auto tries dma-buf, then peer memory. Raw passes the GPU pointer
+// to ibv_reg_mr without checking for nvidia_peermem first (to show the EFAULT it then gives).
+enum class GpuRegistration { Auto = 0, DmaBuf = 1, PeerMem = 2, Raw = 3 };
+
+constexpr int kDefaultAccess =
+    ibv::IBV_ACCESS_LOCAL_WRITE | ibv::IBV_ACCESS_REMOTE_WRITE | ibv::IBV_ACCESS_REMOTE_READ;
+
+class MemoryRegion {
+ public:
+  // Host memory (pageable or pinned): ibv_reg_mr pins the pages itself.
+  static std::unique_ptr<MemoryRegion> register_host(std::shared_ptr<ProtectionDomain> pd, void* addr,
+                                                     size_t length, int access = kDefaultAccess);
+  // GPU memory of CUDA device `device` at [addr, addr+length).
+  static std::unique_ptr<MemoryRegion> register_device(std::shared_ptr<ProtectionDomain> pd, uint64_t addr,
+                                                       size_t length, int device, int access = kDefaultAccess,
+                                                       GpuRegistration how = GpuRegistration::Auto);
+  ~MemoryRegion();
+  MemoryRegion(const MemoryRegion&) = delete;
+  MemoryRegion& operator=(const MemoryRegion&) = delete;
+  void close();  // ibv_dereg_mr; idempotent
+
+  uint32_t lkey() const { return mr_->lkey; }
+  uint32_t rkey() const { return mr_->rkey; }
+  uint64_t addr() const { return addr_; }
+  size_t length() const { return length_; }
+  MrMechanism mechanism() const { return mechanism_; }
+  // Why dma-buf was not used when the mechanism is PeerMem (empty otherwise).
+  const std::string& fallback_reason() const { return fallback_; }
+  double reg_seconds() const { return reg_s_; }
+  double dereg_seconds() const { return dereg_s_; }
+  bool closed() const { return mr_ == nullptr; }
+
+ private:
+  MemoryRegion() = default;
+  std::shared_ptr<ProtectionDomain> pd_;
+  ibv::ibv_mr* mr_ = nullptr;
+  uint64_t addr_ = 0;
+  size_t length_ = 0;
+  MrMechanism mechanism_ = MrMechanism::Host;
+  std::string fallback_;
+  double reg_s_ = 0;
+  double dereg_s_ = 0;
+};
+
+class CompletionQueue {
+ public:
+  CompletionQueue(std::shared_ptr<Context> ctx, int entries);
+  ~CompletionQueue();
+  CompletionQueue(const CompletionQueue&) = delete;
+  CompletionQueue& operator=(const CompletionQueue&) = delete;
+  ibv::ibv_cq* get() const { return cq_; }
+
+ private:
+  std::shared_ptr<Context> ctx_;
+  ibv::ibv_cq* cq_ = nullptr;
+};
+
+// A queue pair, destroyed before its completion queue and protection domain: an owner declares
+// the CompletionQueue before the QueuePair (members go in reverse order), and the QP holds the PD.
+class QueuePair {
+ public:
+  QueuePair(std::shared_ptr<ProtectionDomain> pd, ibv::ibv_qp_init_attr* attr);
+  ~QueuePair();
+  QueuePair(const QueuePair&) = delete;
+  QueuePair& operator=(const QueuePair&) = delete;
+  ibv::ibv_qp* get() const { return qp_; }
+
+ private:
+  std::shared_ptr<ProtectionDomain> pd_;
+  ibv::ibv_qp* qp_ = nullptr;
+};
+
+}  // namespace gdrlab

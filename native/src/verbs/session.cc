@@ -1,0 +1,149 @@
+#include "verbs/session.h"
+
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace gdrlab {
+namespace {
+
+VerbsPathConfig config_of(const TestSpec& s, const VerbsSelection& sel) {
+  VerbsPathConfig c;
+  static_cast<PathConfig&>(c) = path_config(s, Wire::Verbs);
+  c.gpu_registration = sel.registration;
+  return c;
+}
+
+LinkConfig link_config(const VerbsSelection& sel, int timeout_ms) {
+  LinkConfig lc;
+  lc.port = sel.port;
+  lc.gid_index = sel.gid_index;
+  lc.timeout_ms = timeout_ms;
+  return lc;
+}
+
+int env_int(const char* name, int lo, int hi, int dflt) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end || x < lo || x > hi)
+    throw_invalid(std::string(name) + "='" + v + "' is not an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+VerbsSelection verbs_selection_from_env() {
+  VerbsSelection s;
+  if (const char* d = std::getenv("GDRLAB_IB_DEV")) {
+    std::string v(d);
+    size_t colon = v.find(':');
+    s.device = v.substr(0, colon);
+    if (colon != std::string::npos) {
+      std::string p = v.substr(colon + 1);
+      char* end = nullptr;
+      long port = std::strtol(p.c_str(), &end, 10);
+      if (p.empty() || *end || port < 1 || port > 255) throw_invalid("GDRLAB_IB_DEV='" + v + "': port must be 1..255");
+      s.port = static_cast<int>(port);
+    }
+  }
+  s.gid_index = env_int("GDRLAB_IB_GID_INDEX", 0, 255, -1);
+  if (const char* r = std::getenv("GDRLAB_GDR_REG")) {
+    std::string v(r);
+    if (v == "" || v == "auto") s.registration = GpuRegistration::Auto;
+    else if (v == "dmabuf") s.registration = GpuRegistration::DmaBuf;
+    else if (v == "peermem") s.registration = GpuRegistration::PeerMem;
+    else throw_invalid("GDRLAB_GDR_REG='" + v + "'; valid: auto, dmabuf, peermem");
+  }
+  return s;
+}
+
+// ------------------------------------------------------------------------------ server side
+namespace {
+
+void serve_connect(TcpWire& wire, const std::vector<uint8_t>& body) {
+  TestSpec spec;
+  ConnInfo remote;
+  decode_connect_request(body.data(), body.size(), &spec, &remote);
+  std::unique_ptr<VerbsEndpoint> ep;
+  bool built = build_or_refuse(wire, [&] {
+    check_spec_common(spec, "verbs");
+    VerbsSelection sel = verbs_selection_from_env();
+    VerbsPathConfig cfg = config_of(spec, sel);
+    require_rdma_device();
+    auto pd = std::make_shared<ProtectionDomain>(std::make_shared<Context>(sel.device));
+    ep = std::make_unique<VerbsEndpoint>(cfg, std::make_unique<RcLink>(pd, link_config(sel, 30000)));
+    ep->set_remote(remote);
+    ep->link().connect(remote);
+  });
+  if (!built) return;
+  ConnInfo mine = ep->link().local_info();
+  ep->describe_region(&mine);
+  std::vector<uint8_t> info = encode_conn_info(mine);
+  BodyWriter w;
+  w.str(std::string(info.begin(), info.end()));
+  w.str(ep->mechanism());
+  wire.send_control(FrameType::Connect, w.bytes());
+  run_server_test(wire, *ep, spec);
+}
+
+}  // namespace
+
+void add_verbs_wire(Server& server) {
+  server.add_wire(FrameType::Connect, [](TcpWire& wire, const std::vector<uint8_t>& body) {
+    try {
+      serve_connect(wire, body);
+    } catch (const Error& e) {
+      // A verbs failure inside the test (a completion error, no HCA) ends the test, not the session.
+      if (e.kind != ErrorKind::Unavailable && e.kind != ErrorKind::Verbs) throw;
+      wire.send_error(e);
+    }
+  });
+}
+
+// ------------------------------------------------------------------------------ client side
+VerbsClient::VerbsClient(const std::string& host, int port, const std::string& token, int timeout_ms)
+    : timeout_ms_(timeout_ms) {
+  sel_ = verbs_selection_from_env();
+  // Fail before connecting when this machine has no HCA: the reason is the useful answer.
+  require_rdma_device();
+  session_ = std::make_unique<ClientSession>(host, port, token, timeout_ms);
+}
+
+void VerbsClient::close() {
+  if (session_) session_->close();
+  pd_.reset();
+}
+
+VerbsRunResult VerbsClient::run(const TestSpec& spec, Buffer* user, size_t offset) {
+  session_->wire();  // throws PeerClosed after close() or a dropped session
+  check_spec_common(spec, "verbs");
+  VerbsPathConfig cfg = config_of(spec, sel_);
+  if (!pd_) pd_ = std::make_shared<ProtectionDomain>(std::make_shared<Context>(sel_.device));
+  VerbsEndpoint ep(cfg, std::make_unique<RcLink>(pd_, link_config(sel_, timeout_ms_)), user, offset);
+  VerbsRunResult res;
+  res.mechanism = ep.mechanism();
+  res.device_name = ep.link().device_name();
+  res.port = ep.link().port();
+  res.link_layer = ep.link().link_layer();
+  res.gid_index = ep.link().gid_index();
+  return session_->guarded([&](TcpWire& w) {
+    ConnInfo mine = ep.link().local_info();
+    ep.describe_region(&mine);
+    w.send_control(FrameType::Connect, encode_connect_request(spec, mine));
+    std::vector<uint8_t> reply = w.expect(FrameType::Connect);
+    BodyReader r(reply.data(), reply.size());
+    std::string info = r.str(1024);
+    res.peer_mechanism = r.text(64);
+    r.done();
+    ConnInfo remote = decode_conn_info(reinterpret_cast<const uint8_t*>(info.data()), info.size());
+    ep.set_remote(remote);
+    ep.link().connect(remote);
+    res.path_mtu = choose_path_mtu(ep.link().active_mtu(), remote.mtu);
+    static_cast<RunResult&>(res) = run_client_test(w, ep, spec);
+    return res;
+  });
+}
+
+}  // namespace gdrlab

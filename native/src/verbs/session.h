@@ -1,0 +1,65 @@
+// The verbs wire between `gdrlab bench --wire verbs` (VerbsClient) and `gdrlab serve`.
+// The tcp session stays open beside the queue pair as the out-of-band channel, as in perftest:
+//
+//   client                                   server
+//   HELLO / WELCOME (tcp handshake, token)
+//   CONNECT(spec, client ConnInfo)   ->      opens the HCA, QP to RTR/RTS, registers its region
+//                                    <-      CONNECT(server ConnInfo, registration mechanism)
+//   QP to RTR/RTS
+//   timed loop over the QP (RDMA WRITE WITH IMM): latency ping-pong / bandwidth window + ACK
+//   verification: pattern(seed) over the QP -> VERDICT over tcp; pattern(seed+1) back over the QP
+//
+// Which HCA is used: $GDRLAB_IB_DEV ("mlx5_0" or "mlx5_0:1"; default: the first ACTIVE port),
+// $GDRLAB_IB_GID_INDEX (RoCE; default: chosen by select_gid_index) and $GDRLAB_GDR_REG
+// (auto | dmabuf | peermem: how GPU memory is registered; default auto), on each side.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "verbs/path.h"
+#include "wire/frame.h"
+#include "wire/session.h"
+
+namespace gdrlab {
+
+// Makes `server` answer CONNECT: one verbs test per request. A test this side cannot set up is
+// answered with an ERROR frame and the session continues.
+void add_verbs_wire(Server& server);
+
+struct VerbsRunResult : RunResult {
+  std::string mechanism;         // this side's registration: host, dmabuf, peermem
+  std::string peer_mechanism;    // the server's
+  std::string device_name;       // HCA used on this side
+  int port = 0;
+  int link_layer = 0;            // 1 InfiniBand, 2 RoCE
+  int gid_index = 0;
+  int path_mtu = 0;              // ibv_mtu code
+};
+
+struct VerbsSelection {
+  std::string device;
+  int port = 0;
+  int gid_index = -1;
+  GpuRegistration registration = GpuRegistration::Auto;
+};
+// Reads GDRLAB_IB_DEV, GDRLAB_IB_GID_INDEX and GDRLAB_GDR_REG; throws InvalidArgument on a bad value.
+VerbsSelection verbs_selection_from_env();
+
+class VerbsClient {
+ public:
+  VerbsClient(const std::string& host, int port, const std::string& token, int timeout_ms);
+  const std::string& server_description() const { return session_->server_description(); }
+  // spec.path is a Path code the verbs wire carries.
+  VerbsRunResult run(const TestSpec& spec, Buffer* user = nullptr, size_t offset = 0);
+  void close();
+
+ private:
+  std::unique_ptr<ClientSession> session_;
+  int timeout_ms_;
+  VerbsSelection sel_;
+  std::shared_ptr<ProtectionDomain> pd_;
+};
+
+}  // namespace gdrlab

@@ -1,0 +1,193 @@
+#include "wire/session.h"
+
+#include <algorithm>
+
+#include "core/cuda_api.h"
+#include "core/error.h"
+
+namespace gdrlab {
+namespace {
+
+constexpr int kIdleBetweenTestsMs = 300 * 1000;
+
+std::string describe_host() {
+  std::string why;
+  std::string d = "gdrlab wire v" + std::to_string(kWireVersion);
+  if (cuda_usable(&why)) {
+    try {
+      d += "; gpus=" + std::to_string(cuda_device_count());
+    } catch (const Error& e) {
+      d += std::string("; gpus=0 (") + e.what() + ")";
+    }
+  } else {
+    d += "; gpus=0 (" + why + ")";
+  }
+  return d;
+}
+
+void check_limits(const std::string& token, int timeout_ms) {
+  if (timeout_ms <= 0) throw_invalid("timeout must be positive");
+  if (token.size() > kMaxTokenBytes) throw_invalid("token longer than 256 bytes");
+}
+
+[[noreturn]] void throw_corrupted(const TestEndpoint& ep, const char* where, int64_t offset) {
+  throw Error(ErrorKind::Verify, "gdrlab", "verify", 0,
+              std::string("data corrupted on the way ") + where + " over " + ep.describe() +
+                  ": first differing byte at offset " + std::to_string(offset));
+}
+
+}  // namespace
+
+bool keeps_session(ErrorKind kind) {
+  return kind == ErrorKind::Verify || kind == ErrorKind::Unavailable || kind == ErrorKind::InvalidArgument;
+}
+
+RunResult run_client_test(TcpWire& control, TestEndpoint& ep, const TestSpec& spec) {
+  RunResult res;
+  measure(spec, [&] { ep.send(false); }, [&] { ep.recv(); }, [&] { ep.expect_ack(); }, &res.samples_s,
+          &res.bytes_per_sample);
+  ep.user().fill_pattern(spec.seed, ep.offset(), spec.size);
+  ep.send(true);
+  std::vector<uint8_t> verdict = control.expect(FrameType::Verdict);
+  BodyReader vr(verdict.data(), verdict.size());
+  int64_t bad_remote = static_cast<int64_t>(vr.u64());
+  vr.done();
+  ep.recv();
+  ep.settle();
+  ep.finish();
+  if (ep.confirms_last_write()) control.expect(FrameType::Ack);
+  if (bad_remote >= 0) throw_corrupted(ep, "to the peer", bad_remote);
+  int64_t bad_local = ep.user().check_pattern(spec.seed + 1, ep.offset(), spec.size);
+  if (bad_local >= 0) throw_corrupted(ep, "back from the peer", bad_local);
+  res.verified = true;
+  return res;
+}
+
+void run_server_test(TcpWire& control, TestEndpoint& ep, const TestSpec& spec) {
+  answer(spec, [&] { ep.send(false); }, [&] { ep.recv(); }, [&] { ep.send_ack(); });
+  ep.recv();
+  ep.settle();
+  int64_t bad = ep.user().check_pattern(spec.seed, ep.offset(), spec.size);
+  BodyWriter v;
+  v.u64(static_cast<uint64_t>(bad));
+  control.send_control(FrameType::Verdict, v.bytes());
+  ep.user().fill_pattern(spec.seed + 1, ep.offset(), spec.size);
+  ep.send(true);
+  ep.finish();
+  if (ep.confirms_last_write()) control.send_control(FrameType::Ack);
+}
+
+bool tokens_equal(const std::string& a, const std::string& b) {
+  // Length leaks, content does not: compare every byte of the longer string.
+  size_t n = std::max(a.size(), b.size());
+  unsigned diff = static_cast<unsigned>(a.size() ^ b.size());
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+// ------------------------------------------------------------------------------ client side
+ClientSession::ClientSession(const std::string& host, int port, const std::string& token, int timeout_ms) {
+  check_limits(token, timeout_ms);
+  wire_ = std::make_unique<TcpWire>(Socket::connect(host, port, timeout_ms));
+  Hello h;
+  h.token = token;
+  wire_->send_control(FrameType::Hello, encode_hello(h));
+  FrameHeader hdr = wire_->recv_header();
+  // Check the type before allocating: a DATA header may claim up to 1 GiB.
+  if (hdr.type == static_cast<uint16_t>(FrameType::Data)) throw_protocol("expected WELCOME, got DATA");
+  std::vector<uint8_t> body(hdr.length);
+  if (hdr.length) wire_->recv_raw(body.data(), hdr.length);
+  BodyReader r(body.data(), body.size());
+  if (hdr.type == static_cast<uint16_t>(FrameType::Reject))
+    throw Error(ErrorKind::Auth, "peer", "handshake", 0, r.text(kMaxControlBytes));
+  if (hdr.type == static_cast<uint16_t>(FrameType::Error)) throw decode_error(body.data(), body.size(), "handshake");
+  if (hdr.type != static_cast<uint16_t>(FrameType::Welcome))
+    throw_protocol(std::string("expected WELCOME, got ") + frame_type_name(hdr.type));
+  description_ = r.text(kMaxControlBytes);
+}
+
+ClientSession::~ClientSession() { close(); }
+
+TcpWire& ClientSession::wire() {
+  if (!wire_) throw Error(ErrorKind::PeerClosed, "tcp", "", 0, "client is closed");
+  return *wire_;
+}
+
+void ClientSession::close() {
+  if (!wire_) return;
+  std::unique_ptr<TcpWire> w = std::move(wire_);
+  try {
+    w->send_control(FrameType::Bye);
+  } catch (...) {
+  }
+}
+
+// ------------------------------------------------------------------------------ server side
+Server::Server(const std::string& host, int port, const std::string& token, int timeout_ms)
+    : listener_(host, port), token_(token), timeout_ms_(timeout_ms) {
+  check_limits(token, timeout_ms);
+  if (!listener_.is_loopback() && token_.empty())
+    throw Error(ErrorKind::Auth, "gdrlab", "serve", 0,
+                "listening on " + host + " (not loopback) requires a token: pass --token or set GDRLAB_TOKEN");
+}
+
+void Server::add_wire(FrameType request, RequestHandler handler) {
+  handlers_.emplace_back(request, std::move(handler));
+}
+
+bool Server::serve_one(int accept_ms, std::string* error) {
+  std::unique_ptr<Socket> s = listener_.accept(accept_ms, timeout_ms_);
+  if (!s) return false;
+  ++served_;
+  TcpWire wire(std::move(s));
+  try {
+    handle(wire);
+  } catch (const Error& e) {
+    if (error) *error = std::string(error_class_name(e.kind)) + ": " + e.what();
+    // Tell the client why, when the connection still works (e.g. a failed SETUP).
+    if (e.kind != ErrorKind::PeerClosed && e.kind != ErrorKind::PeerTimeout) wire.send_error(e);
+  } catch (const std::exception& e) {
+    if (error) *error = utf8_or_replace(e.what());
+  }
+  return true;
+}
+
+void Server::handle(TcpWire& wire) {
+  wire.socket().set_deadline_ms(timeout_ms_);
+  std::vector<uint8_t> body = wire.expect(FrameType::Hello);
+  Hello h = decode_hello(body.data(), body.size());
+  if (h.version != kWireVersion || !tokens_equal(h.token, token_)) {
+    std::string why = h.version != kWireVersion ? "wire version mismatch" : "wrong or missing token";
+    BodyWriter w;
+    w.str(why);
+    wire.send_control(FrameType::Reject, w.bytes());
+    throw Error(ErrorKind::Auth, "gdrlab", "handshake", 0, "client refused: " + why);
+  }
+  BodyWriter w;
+  w.str(describe_host());
+  wire.send_control(FrameType::Welcome, w.bytes());
+  wire.socket().clear_deadline();
+  for (;;) {
+    // Between tests a client may sit idle (a notebook cell not yet run): wait longer for the next
+    // request than for a reply inside a test. Within a test the normal timeout applies again.
+    wire.socket().set_timeout(std::max(timeout_ms_, kIdleBetweenTestsMs));
+    FrameHeader hdr = wire.recv_header();
+    wire.socket().set_timeout(timeout_ms_);
+    // Check the type before allocating: a DATA header may claim up to 1 GiB.
+    if (hdr.type == static_cast<uint16_t>(FrameType::Data)) throw_protocol("unexpected DATA frame between tests");
+    std::vector<uint8_t> b(hdr.length);
+    if (hdr.length) wire.recv_raw(b.data(), hdr.length);
+    if (hdr.type == static_cast<uint16_t>(FrameType::Bye)) return;
+    auto it = std::find_if(handlers_.begin(), handlers_.end(),
+                           [&](const auto& entry) { return static_cast<uint16_t>(entry.first) == hdr.type; });
+    if (it == handlers_.end())
+      throw_protocol(std::string("expected SETUP or BYE, got ") + frame_type_name(hdr.type));
+    it->second(wire, b);
+  }
+}
+
+}  // namespace gdrlab

@@ -1,0 +1,48 @@
+// The tcp wire: frames over a Socket with per-direction sequence numbers. Every received header
+// is validated before a byte of payload is read.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "wire/frame.h"
+#include "wire/socket.h"
+
+namespace gdrlab {
+
+class TcpWire {
+ public:
+  explicit TcpWire(std::unique_ptr<Socket> sock) : sock_(std::move(sock)) {}
+
+  void send_control(FrameType type, const std::vector<uint8_t>& body = {});
+  // Sends an Error frame describing e (best effort: a broken connection is ignored).
+  void send_error(const Error& e) noexcept;
+  // A whole data message, header and payload in one system call.
+  void send_data(const void* p, size_t n);
+  // A data header whose payload follows through send_raw (chunked paths).
+  void send_data_header(size_t n);
+  void send_raw(const void* p, size_t n) { sock_->send_all(p, n); }
+
+  FrameHeader recv_header();
+  // Receives the next frame, which must be of type `type`; an Error frame from the peer is
+  // rethrown here with the peer's kind and text, anything else is a protocol error.
+  std::vector<uint8_t> expect(FrameType type);
+  // Receives a Data header announcing exactly n payload bytes (the payload follows).
+  void expect_data(size_t n);
+  void recv_raw(void* p, size_t n) { sock_->recv_all(p, n); }
+
+  Socket& socket() { return *sock_; }
+
+ private:
+  void send_header(FrameType type, size_t n, const void* payload, size_t payload_now);
+  std::vector<uint8_t> recv_body(const FrameHeader& h);
+  [[noreturn]] void rethrow_peer_error(const std::vector<uint8_t>& body);
+
+  std::unique_ptr<Socket> sock_;
+  uint32_t send_seq_ = 0;
+  uint32_t recv_seq_ = 0;
+};
+
+}  // namespace gdrlab

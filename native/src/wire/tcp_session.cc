@@ -1,0 +1,37 @@
+#include "wire/tcp_session.h"
+
+#include <memory>
+
+#include "core/error.h"
+#include "paths/paths.h"
+
+namespace gdrlab {
+
+RunResult Client::run(const TestSpec& spec, Buffer* user, size_t offset) {
+  TcpWire& control = session_.wire();
+  check_spec_common(spec, "tcp");
+  // Build the local side first: a bad local buffer or a missing GPU fails before the peer works,
+  // and leaves the session as it was.
+  PathEndpoint ep(path_config(spec, Wire::Tcp), control, user, offset);
+  return session_.guarded([&](TcpWire& w) {
+    w.send_control(FrameType::Setup, encode_spec(spec));
+    w.expect(FrameType::Ready);
+    return run_client_test(w, ep, spec);
+  });
+}
+
+void add_tcp_wire(Server& server) {
+  server.add_wire(FrameType::Setup, [](TcpWire& w, const std::vector<uint8_t>& body) {
+    TestSpec spec = decode_spec(body.data(), body.size());
+    std::unique_ptr<PathEndpoint> ep;
+    if (!build_or_refuse(w, [&] {
+          check_spec_common(spec, "tcp");
+          ep = std::make_unique<PathEndpoint>(path_config(spec, Wire::Tcp), w);
+        }))
+      return;
+    w.send_control(FrameType::Ready);
+    run_server_test(w, *ep, spec);
+  });
+}
+
+}  // namespace gdrlab
