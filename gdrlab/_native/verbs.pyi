@@ -1,10 +1,6 @@
 """verbs layer (private: use gdrlab.verbs)"""
 
 from collections.abc import Sequence
-from typing import Annotated
-
-import numpy
-from numpy.typing import NDArray
 
 import gdrlab._native
 
@@ -85,7 +81,7 @@ class Client:
     @property
     def server_description(self) -> str: ...
 
-    def run(self, path: str, mode: int, size: int, iters: int, warmup: int, window: int, chunk: int, depth: int, device: int, seed: int, buffer: gdrlab._native.Buffer | None = None, offset: int = 0) -> tuple[Annotated[NDArray[numpy.float64], dict(shape=(None,))], float, bool, dict]: ...
+    def run(self, path: str, mode: int, size: int, iters: int, warmup: int, window: int, chunk: int, depth: int, device: int, seed: int, buffer: gdrlab._native.Buffer | None = None, offset: int = 0) -> tuple: ...
 
     def close(self) -> None: ...
 
