@@ -128,3 +128,40 @@ def test_lab_sources_are_the_only_generators():
     srcs = sorted(p.stem for p in (ROOT / "labs" / "src").glob("[0-9][0-9]-*.py"))
     assert srcs == sorted(IDS), "every lab needs exactly one source in labs/src and one notebook"
     assert not (ROOT / "scripts" / "labs").exists(), "scripts/labs was replaced by labs/src"
+
+
+def _manual_answers(nb) -> list:
+    return [c for c in nb.cells if c.cell_type == "markdown"
+            and c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")]
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_lab_header_gives_duration_prerequisites_and_glossary(path):
+    header = _nb(path).cells[0].source
+    assert re.search(r"\|\s*\d+ min\b", header), "the header's table needs a duration in minutes"
+    assert "prerequisites" in header.lower()
+    glossary = header.split("**Glossary**", 1)
+    assert len(glossary) == 2, "the header needs a **Glossary** list"
+    assert len(re.findall(r"^- \*\*", glossary[1], re.M)) >= 4, "at least four glossary terms"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_lab_has_a_written_answer_graded_by_hand_with_a_rubric(path):
+    answers = _manual_answers(_nb(path))
+    assert answers, "each lab needs a written answer (nbgrader manual markdown cell)"
+    guide = (ROOT / "docs" / "instructor.md").read_text(encoding="utf-8")
+    for cell in answers:
+        meta = cell.metadata["nbgrader"]
+        assert meta.get("points", 0) > 0 and not meta.get("locked")
+        assert len(cell.source.split()) >= 40, f"{cell.id}: the source should hold a model answer"
+        assert f"`{meta['grade_id']}`" in guide, f"docs/instructor.md has no rubric for {meta['grade_id']}"
+
+
+def test_cheatsheet_and_guide_name_the_real_tools():
+    sheet = (ROOT / "docs" / "cheatsheet.md").read_text(encoding="utf-8")
+    for command in ("nvidia-smi topo -m", "lspci -vvv", "ibv_devinfo -v", "ib_write_bw", "--use_cuda_dmabuf",
+                    "all_reduce_perf", "numactl", "rdma link add rxe0 type rxe netdev"):
+        assert command in sheet, f"docs/cheatsheet.md lacks {command!r}"
+    guide = (ROOT / "docs" / "instructor.md").read_text(encoding="utf-8")
+    assert "(nbgrader-workflow.md)" in guide, "the instructor guide links the nbgrader workflow"
+    assert "3-hour workshop" in guide and "semester" in guide

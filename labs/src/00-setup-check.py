@@ -18,6 +18,21 @@
 #    and compare it with the model.
 #
 # **Live on** any machine. Nothing here needs a GPU.
+#
+# | duration | prerequisites |
+# |---|---|
+# | 30 min (reading 10, running 10, exercises 10) | Python and Jupyter basics; knowing that a GPU and a network adapter are separate PCIe devices |
+#
+# **Glossary**
+#
+# - **RDMA**: remote direct memory access; a network adapter reads and writes another machine's
+#   memory without that machine's CPU copying the data.
+# - **HCA**: host channel adapter, the RDMA network adapter (InfiniBand or RoCE).
+# - **GPUDirect RDMA (GDR)**: the HCA reads and writes GPU memory directly over PCIe.
+# - **transfer path**: one way of moving a buffer (`host`, `staged`, `shared`, `pipelined`, `gdr`,
+#   `gdrcopy`, `p2p`); the labs use these names everywhere.
+# - **pinned (page-locked) memory**: host memory the OS may not move or swap, so a device can DMA to it.
+# - **BAR1**: the PCIe window through which other devices reach a GPU's memory (lab 01).
 
 # %% id="00-setup"
 import copy
@@ -195,6 +210,22 @@ grading.check_true(not h200_with_hca["peer_memory"].get("nvidia_peermem_loaded")
                    "no peer-memory module is needed: dma-buf is already usable on the H200")
 grading.check_true("dma-buf" in gdr_whatif["reason"], "gdr should be registered via dma-buf")
 ### END HIDDEN TESTS
+
+# %% [markdown] id="00-written-question"
+# ## Written answer (2 points, graded by hand)
+#
+# The `host` path you measured over TCP loopback is the first curve of the course. In three to five
+# sentences: name **two** reasons why its latency does not tell you what GPUDirect RDMA would give
+# between two GPUs on two nodes, and say which part of this machine's `doctor` report shows that
+# `gdr` cannot run here.
+
+# %% [markdown] id="explain-loopback" nbgrader={"grade": true, "grade_id": "explain-loopback", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# Loopback never leaves the host: no NIC, no PCIe transaction and no wire are involved, only the
+# kernel's TCP stack, two system calls and a process wake-up per message (inflated further in a VM
+# with few cores). GPUDirect RDMA does not use TCP/IP at all: the RDMA transport runs in the HCA,
+# which reads the GPU's memory through its BAR1 with no CPU copy and no kernel on the data path.
+# So loopback measures software costs that GDR removes, and none of the PCIe costs GDR adds. Here
+# the report's `gdr` row says it cannot run because there is no RDMA device (and no usable GPU).
 
 # %% [markdown] id="00-you-saw"
 # ## What you saw

@@ -16,6 +16,24 @@
 #
 # **Live on** a machine with an NVIDIA GPU. Elsewhere the lab shows data recorded on an
 # NVIDIA H200 and the model, and says so above each result.
+#
+# | duration | prerequisites |
+# |---|---|
+# | 40 min (reading 15, running 10, exercises 15) | lab 00; virtual and physical addresses; powers of two (MiB, GiB) |
+#
+# **Glossary**
+#
+# - **BAR** (base address register): a window of bus addresses through which the rest of the
+#   machine reaches into a PCIe device; a 64-bit BAR occupies two of the six slots.
+# - **BAR1**: NVIDIA's name for the BAR that exposes GPU memory. Its sysfs slot depends on whether
+#   BAR0 is 32-bit or 64-bit, so find it by its flags and size, not by a slot number.
+# - **MMIO**: memory-mapped I/O, device registers or memory reached with loads and stores.
+# - **prefetchable**: a BAR whose reads have no side effects; large memory windows are.
+# - **Above 4G decoding / Resizable BAR**: firmware settings that let a BAR be larger than the
+#   space below 4 GiB allows.
+# - **dma-buf**: the Linux framework (since 3.3) for sharing a buffer between devices; Linux 5.12
+#   added the RDMA importer (`ibv_reg_dmabuf_mr`).
+# - **NVML**: NVIDIA's management library, what `nvidia-smi` prints from.
 
 # %% id="01-cuda-status"
 from IPython.display import display
@@ -198,6 +216,21 @@ grading.check_true(h200_bar1_sysfs_index in (0, 1, 2, 3, 4, 5), "a sysfs BAR num
 grading.check_equal(h200_bar1_sysfs_index, 2, name="h200_bar1_sysfs_index",
                     hint="64-bit BARs take two slots each: 0-1, 2-3, 4-5")
 ### END HIDDEN TESTS
+
+# %% [markdown] id="01-written-question"
+# ## Written answer (2 points, graded by hand)
+#
+# In three to five sentences: why could a K20 not register a single 240 MiB GPU buffer for RDMA in
+# the model, while an H200 can expose all of its memory? Use the words BAR1, bus address and HCA,
+# and say which of the K20 numbers are measured and which are assumed.
+
+# %% [markdown] id="explain-bar1-wall" nbgrader={"grade": true, "grade_id": "explain-bar1-wall", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# An HCA can only DMA to bus addresses, and GPU memory has bus addresses only where it is mapped
+# into the GPU's BAR1 window; registering GPU memory for RDMA therefore maps it into BAR1. The
+# K20's BAR1 is 256 MB and the driver keeps part of it for itself, so in the model (which assumes
+# a 32 MiB reserve, not a measured figure) 224 MiB fits and 240 MiB does not. The H200's BAR1 is
+# 256 GiB, larger than its 141 GB of memory, so every byte can be mapped at once. The 256 MB BAR1
+# is the K20's published size; the reserve and the resulting limits are modelled.
 
 # %% [markdown] id="01-you-saw"
 # ## What you saw

@@ -18,6 +18,21 @@
 #
 # **Live on** a machine with an NVIDIA GPU (two or more for the peer part). Elsewhere, data
 # recorded on an NVIDIA H200 (one GPU) and on a 2x H200 machine, and the model.
+#
+# | duration | prerequisites |
+# |---|---|
+# | 45 min (reading 15, running 10, exercises 20) | lab 00; lab 01 section 1; reading a log-log plot |
+#
+# **Glossary**
+#
+# - **copy engine**: the GPU's DMA engine for copies to and from host memory and peers.
+# - **pageable / pinned memory**: ordinary host memory the OS may move, against page-locked memory a
+#   device can DMA into directly.
+# - **alpha / beta**: the fixed cost of one transfer and its streaming rate, `t = alpha + n / beta`.
+# - **PCIe peer-to-peer (P2P)**: one PCIe device DMAs into another's BAR, through a switch or the
+#   root complex; a NIC writing into a GPU's BAR1 is this.
+# - **NVLink P2P**: GPU-to-GPU copies over NVLink, which never pass through a PCIe BAR window.
+# - **root complex**: where the CPU's PCIe tree starts; peer traffic through it can be slow.
 
 # %% id="02-cuda-status"
 import numpy as np
@@ -214,6 +229,21 @@ grading.check_between(p2p_lat_gain, 1.0, 100.0, name="p2p_lat_gain", hint="off d
 grading.check_close(p2p_bw_gain, 393 / 38.2, rel=0.01, name="p2p_bw_gain")
 grading.check_close(p2p_lat_gain, 18.7 / 4.7, rel=0.01, name="p2p_lat_gain")
 ### END HIDDEN TESTS
+
+# %% [markdown] id="02-written-question"
+# ## Written answer (2 points, graded by hand)
+#
+# Use your fit from exercise 1. In three to five sentences: which of `alpha` and `beta` decides the
+# time of a 4 KiB copy, and which that of a 64 MiB copy (show the arithmetic for one of them), and
+# why is a copy from pageable memory slower than one from pinned memory?
+
+# %% [markdown] id="explain-alpha-beta" nbgrader={"grade": true, "grade_id": "explain-alpha-beta", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# With alpha of a few microseconds and beta of tens of GB/s, 4 KiB takes 4096 B / 50 GB/s, about
+# 0.08 us, to stream, far less than alpha: the fixed cost decides small copies. 64 MiB takes about
+# 67 MB / 50 GB/s = 1.3 ms to stream, hundreds of times alpha: the rate decides large copies. The
+# copy engine can only DMA from memory that stays put; pageable memory may move, so the driver
+# first copies it, chunk by chunk, into a pinned staging buffer, adding a CPU copy and
+# synchronisation to every transfer.
 
 # %% [markdown] id="02-you-saw"
 # ## What you saw

@@ -18,6 +18,21 @@
 #
 # **Live on** a GPU with an RDMA HCA. Everywhere else the lab runs top to bottom with the
 # state-machine diagram and a cost model, and says which parts it could not do here.
+#
+# | duration | prerequisites |
+# |---|---|
+# | 45 min (reading 20, running 10, exercises 15) | lab 01 (BAR1); lab 02 (pinned memory) |
+#
+# **Glossary**
+#
+# - **PD** (protection domain): groups the resources one application may use together.
+# - **MR** (memory region): memory registered with the HCA: pinned, mapped for DMA, with keys.
+# - **lkey / rkey**: the keys that let the local HCA, or a remote peer, access an MR.
+# - **peer-memory client**: a kernel module (`nvidia-peermem`) that lets `ibv_reg_mr` pin GPU
+#   memory; the peer-memory API it uses is part of MLNX_OFED/DOCA-OFED, not upstream Linux.
+# - **dma-buf importer**: `ibv_reg_dmabuf_mr`, the upstream route for registering device memory.
+# - **Soft-RoCE (rxe)**: a software RDMA device over any Ethernet interface; real verbs, no HCA.
+# - **registration cache**: keeps MRs alive between transfers so their cost is paid once.
 
 # %% id="03-setup"
 import pandas as pd
@@ -342,6 +357,22 @@ else:
                 print(f"{profile}: register {nbytes >> 20} MiB -> ok ({result})  [modelled]")
             except VerbsError as exc:
                 print(f"{profile}: register {nbytes >> 20} MiB -> errno {exc.errno}: {exc}  [modelled]")
+
+# %% [markdown] id="03-written-question"
+# ## Written answer (2 points, graded by hand)
+#
+# In three to five sentences: why does every serious RDMA library keep a registration cache, and
+# name **one** situation in which registering on every transfer (no cache) is the better choice.
+# Refer to what `ibv_reg_mr` has to do and to your answer to exercise 3.
+
+# %% [markdown] id="explain-reg-cache" nbgrader={"grade": true, "grade_id": "explain-reg-cache", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# `ibv_reg_mr` pins the pages, maps them for DMA and hands the HCA a translation table, which costs
+# from tens of microseconds for small host buffers to milliseconds for GPU memory, far more than
+# sending a small message. A cache keeps the registration alive, so a buffer that is sent many times
+# pays that cost once; exercise 3 shows it takes many reuses to pay back one GPU registration. A
+# buffer used once or twice (for example a large one-off transfer, or memory that is freed right
+# after) is better registered and deregistered on the spot, or copied through a pre-registered
+# buffer, since a cache would only pin memory (and BAR1) that nobody reuses.
 
 # %% [markdown] id="03-you-saw"
 # ## What you saw

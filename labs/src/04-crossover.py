@@ -15,6 +15,22 @@
 #
 # **Live on** a GPU (tcp wire between two local processes), plus GDR over verbs with an RDMA
 # HCA. Elsewhere: recorded H200 sweeps where they ship, and the model.
+#
+# | duration | prerequisites |
+# |---|---|
+# | 50 min (reading 15, running 15, exercises 20) | labs 02 and 03 |
+#
+# **Glossary**
+#
+# - **staged / shared / pipelined / gdr**: the transfer paths of lab 00; pipelined cuts a staged
+#   transfer into chunks so the copy and the wire overlap.
+# - **crossover**: the message size at which one path becomes faster than another.
+# - **eager / rendezvous**: MPI protocols for small messages (sent at once into a buffer the receiver
+#   has ready) and large ones (a handshake first, then the data).
+# - **hybrid threshold policy**: a rule that picks a path by message size, as MVAPICH2-GDR does
+#   with `MV2_GPUDIRECT_LIMIT`.
+# - **model profile**: a named set of hardware parameters the model predicts from; each says its
+#   level (verbs or MPI) and its sources.
 
 # %% id="04-cuda-status"
 import pandas as pd
@@ -230,6 +246,22 @@ policy = pd.DataFrame(rows)
 policy.attrs["provenance"] = {"kind": "modelled", "profile": ", ".join(lab04.HISTORIC_PROFILES)}
 print("modelled (gdrlab.model), sizes in bytes on a grid of about 4 points per doubling")
 policy
+
+# %% [markdown] id="04-written-question"
+# ## Written answer (2 points, graded by hand)
+#
+# In three to five sentences: why does GDR win for small messages, and what can make pipelined
+# staging win for large ones? Name the cost each path avoids or pays, and say whether your
+# explanation depends on the platform, the placement or the chunk size.
+
+# %% [markdown] id="explain-crossover" nbgrader={"grade": true, "grade_id": "explain-crossover", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# Staging pays a copy launch and completion (the alpha of lab 02) before the wire can start, and
+# GDR does not, so GDR wins where alpha dominates: small messages. For large messages GDR's rate is
+# that of the HCA's peer reads and writes of GPU memory, which on older chipsets, or when the path
+# crosses the root complex or the sockets, is far below the copy engine's rate; pipelined staging
+# overlaps the copy and the wire and streams at close to the slower of the two. So the crossover
+# depends on the platform (peer-read rate), the placement (what the peer traffic crosses) and the
+# chunk size (how much the pipeline overlaps, and its per-chunk cost).
 
 # %% [markdown] id="04-you-saw"
 # ## What you saw

@@ -20,6 +20,22 @@
 #
 # **Live on** any Linux machine (it reads its own tree); the graded questions use recorded
 # hwloc exports of real machines, so they give the same answers everywhere.
+#
+# | duration | prerequisites |
+# |---|---|
+# | 50 min (reading 15, running 10, exercises 25) | labs 01 and 04; what a NUMA node is |
+#
+# **Glossary**
+#
+# - **PCIe switch (PLX)**: one upstream port fanning out to downstream ports; peers under one
+#   switch exchange traffic without reaching the CPU.
+# - **X, PIX, PXB, PHB, NODE, SYS, NV#**: nvidia-smi's codes for what lies between two devices
+#   (the table in section 1).
+# - **NUMA node**: a CPU socket (or part of one) with its own memory and PCIe root ports.
+# - **ACS** (access control services): a PCIe feature that can send peer traffic up to the root
+#   complex for checking, which slows or blocks P2P.
+# - **IOMMU**: translates device addresses; when it is on, peer DMA may have to go through it.
+# - **`NCCL_NET_GDR_LEVEL`**: the farthest distance at which NCCL uses GPUDirect RDMA.
 
 # %% id="05-setup"
 import pandas as pd
@@ -311,6 +327,22 @@ print(dgx2.source, "(recorded);", dgx2.nvlink_note)
 names = dgx2.gpus[:6]
 display(pd.DataFrame(dgx2.pcie_matrix()).loc[names, names].rename_axis("PCIe only"))
 display(pd.DataFrame(dgx2.matrix()).loc[names, names].rename_axis("with NVLink"))
+
+# %% [markdown] id="05-written-question"
+# ## Written answer (2 points, graded by hand)
+#
+# A job runs with its GPU on socket 0 and the only NIC it was given on socket 1 (`SYS`). In three to
+# five sentences: what does NCCL do by default for this pair and why, and what would you change
+# (commands or settings) to make GPUDirect RDMA usable and fast?
+
+# %% [markdown] id="explain-placement" nbgrader={"grade": true, "grade_id": "explain-placement", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# NCCL's default `NCCL_NET_GDR_LEVEL` allows GPUDirect RDMA only when the GPU and NIC are at most
+# `PXB` apart, so for a `SYS` pair it stages through host memory instead. The reason is that peer
+# traffic that crosses root complexes and the inter-socket link is slow (peer reads especially), so
+# staging is usually faster there. The fix is placement: give the job a NIC under the GPU's switch
+# or at least on its socket (`nvidia-smi topo -m` shows which; `NCCL_IB_HCA` selects it), and bind
+# the process's CPUs and memory to the GPU's NUMA node with `numactl --cpunodebind=N --membind=N`.
+# Raising `NCCL_NET_GDR_LEVEL` to `SYS` is only worth it if a measurement shows GDR faster.
 
 # %% [markdown] id="05-you-saw"
 # ## What you saw
