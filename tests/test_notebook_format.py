@@ -165,3 +165,16 @@ def test_cheatsheet_and_guide_name_the_real_tools():
     guide = (ROOT / "docs" / "instructor.md").read_text(encoding="utf-8")
     assert "(nbgrader-workflow.md)" in guide, "the instructor guide links the nbgrader workflow"
     assert "3-hour workshop" in guide and "semester" in guide
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=IDS)
+def test_lab_ends_on_your_cluster_with_real_commands(path):
+    last = _nb(path).cells[-1]
+    assert last.cell_type == "markdown" and last.source.splitlines()[0] == "## On your cluster", \
+        "the last cell is the 'On your cluster' section"
+    assert "../../../docs/cluster.md" in last.source and (ROOT / "docs" / "cluster.md").is_file()
+    blocks = re.findall(r"```\n(.*?)```", last.source, re.S)
+    tools = ("nvidia-smi", "lspci", "ibv_devinfo", "ib_write_bw", "ib_write_lat", "all_reduce_perf", "numactl",
+             "nvbandwidth", "osu_")
+    assert blocks and any(t in b for b in blocks for t in tools), "a code block with the real commands"
+    assert "What to look for" in last.source

@@ -243,3 +243,30 @@ grading.check_true("dma-buf" in gdr_whatif["reason"], "gdr should be registered 
 #   `nv_peer_mem`): dma-buf needs no extra module.
 # * Its BAR1 is 256 GiB, larger than the GPU's 141 GB of memory. Lab 01 shows why that number was
 #   once a hard limit (a K20 had 256 **MB**).
+
+# %% [markdown] id="00-on-your-cluster"
+# ## On your cluster
+#
+# On a GPU node with an RDMA adapter, check what `doctor` checks, with the tools every vendor guide uses:
+#
+# ```
+# nvidia-smi                          # driver version and GPUs
+# ibv_devinfo                         # RDMA devices and ports
+# lsmod | grep -E 'nvidia_peermem|mlx5_ib'
+# ulimit -l
+# gdrlab doctor
+# ```
+#
+# What to look for:
+#
+# - `ibv_devinfo`: at least one port with `state: PORT_ACTIVE`; `link_layer: InfiniBand` or
+#   `Ethernet` (RoCE). No device at all means no HCA or no driver (`mlx5_ib` not loaded).
+# - `lsmod`: `nvidia_peermem` loaded means GPU memory can be registered with plain `ibv_reg_mr`;
+#   without it, GPUDirect RDMA needs the dma-buf route (lab 03).
+# - `ulimit -l`: `unlimited` on a node meant for RDMA; a few MiB makes registrations fail.
+# - `gdrlab doctor`: the `gdr` row should say `available`; if not, its reason names the missing
+#   piece, in the same words as the checks above.
+#
+# Two-node runs with gdrlab, and what each failure message means:
+# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../../../docs/cheatsheet.md) (both in the gdrlab repository).

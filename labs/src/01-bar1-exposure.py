@@ -248,3 +248,28 @@ grading.check_equal(h200_bar1_sysfs_index, 2, name="h200_bar1_sysfs_index",
 #   240 MiB failed with `ENOMEM`, and only three 64 MiB buffers could be registered at once. That
 #   is why early GPUDirect RDMA codes registered small, reused buffers, and why lab 03's
 #   registration caches matter. Lab 02 turns to the second part: DMA between PCIe devices.
+
+# %% [markdown] id="01-on-your-cluster"
+# ## On your cluster
+#
+# ```
+# nvidia-smi -q -d MEMORY | sed -n '/BAR1/,/Free/p'       # BAR1 total, used, free
+# sudo lspci -vvv -d 10de: | grep -E '^[0-9a-f]|Region|Resizable|BAR [0-9]'
+# cat /sys/bus/pci/devices/0000:BUS:DEV.FN/resource        # start end flags, one line per slot
+# ```
+#
+# What to look for:
+#
+# - `BAR1 Memory Usage / Total`: 256 MiB on GPUs without Resizable BAR; tens of GiB (or more than
+#   the GPU's memory) with it. Watch `Used` while a job registers memory: the driver maps what peers
+#   need through this window. How much it maps up front depends on the GPU and the driver: what
+#   lab 01 showed for the H200 is one machine, so look at yours.
+# - `lspci`'s `Region N` lines use the same slot numbers as sysfs: find the large
+#   `(64-bit, prefetchable)` region. It is NVIDIA's BAR1, whatever its slot (1 when BAR0 is 32-bit,
+#   2 when BAR0 is 64-bit).
+# - `Physical Resizable BAR`: the current size of each resizable BAR and the sizes it supports;
+#   firmware settings (Above 4G decoding, Resizable BAR) decide which one you get.
+#
+# Two-node runs with gdrlab, and what each failure message means:
+# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../../../docs/cheatsheet.md) (both in the gdrlab repository).

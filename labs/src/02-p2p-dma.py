@@ -260,3 +260,29 @@ grading.check_close(p2p_lat_gain, 18.7 / 4.7, rel=0.01, name="p2p_lat_gain")
 #   about 10x the bandwidth at 256 MiB and 4x lower latency at 8 B. That is P2P DMA, the second
 #   part of GPUDirect RDMA; in lab 03 the device doing the DMA is the RDMA adapter and the target
 #   is GPU memory it has registered.
+
+# %% [markdown] id="02-on-your-cluster"
+# ## On your cluster
+#
+# ```
+# nvidia-smi topo -m                                     # NV# (NVLink) or a PCIe code per GPU pair
+# nvidia-smi topo -p2p r                                 # can each pair do peer reads?
+# sudo lspci -vvv -d 10de: | grep -E 'LnkCap|LnkSta'     # PCIe generation and width
+# nvbandwidth -t host_to_device_memcpy_ce -t device_to_device_memcpy_read_ce
+# ```
+#
+# What to look for:
+#
+# - `topo -m`: pairs marked `NV#` copy over NVLink, which never passes through a PCIe BAR window;
+#   pairs marked `PIX`/`PXB` do PCIe peer-to-peer through a switch, as a NIC does for GPUDirect
+#   RDMA; `PHB`/`NODE`/`SYS` pairs cross root complexes, where peer traffic is slower or refused.
+# - `topo -p2p r`: `OK` for pairs that can read each other; `NS` or `CNS` means the driver stages
+#   through host memory, which is what "peer access off" measured in this lab.
+# - `LnkSta` equal to `LnkCap`: a GPU at x8 or a lower generation than it supports shows up as half
+#   of the expected `beta` in your alpha/beta fit.
+# - `nvbandwidth`: host-to-device close to the link's rate (about 26 GB/s at Gen4 x16, about 55 at
+#   Gen5 x16, in one direction) with pinned memory.
+#
+# Two-node runs with gdrlab, and what each failure message means:
+# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../../../docs/cheatsheet.md) (both in the gdrlab repository).

@@ -391,3 +391,31 @@ else:
 #   a registration cache, and small messages keep going through pre-registered buffers.
 # * Next, lab 04 puts those pre-registered buffers to work: staging, shared buffers,
 #   pipelining and GDR, and where each one wins.
+
+# %% [markdown] id="03-on-your-cluster"
+# ## On your cluster
+#
+# ```
+# ibv_devinfo -v | grep -E 'hca_id|max_mr_size|max_mr:|state'
+# lsmod | grep nvidia_peermem
+# ulimit -l
+# # node A (server), then node B (client, with node A's address at the end):
+# ib_write_bw -d mlx5_0 --use_cuda=0 --use_cuda_dmabuf -a --report_gbits
+# ib_write_bw -d mlx5_0 --use_cuda=0 --use_cuda_dmabuf -a --report_gbits NODE_A
+# ```
+#
+# What to look for:
+#
+# - `ibv_devinfo -v`: `max_mr_size` and `max_mr`, the HCA's limits on what can be registered, and
+#   an active port.
+# - `nvidia_peermem` loaded: `ib_write_bw --use_cuda=0` (without `--use_cuda_dmabuf`) works through
+#   the peer-memory client. That client needs MLNX_OFED or DOCA-OFED, because its kernel API is not
+#   part of upstream Linux; on an inbox rdma-core stack only the dma-buf route exists.
+# - `--use_cuda_dmabuf` refused: the kernel, the GPU driver (open kernel modules), rdma-core or the
+#   HCA's provider lacks dma-buf support.
+# - The bandwidth table: GPU memory close to a host-memory run (the same command without
+#   `--use_cuda...`) means registration and peer DMA both work.
+#
+# Two-node runs with gdrlab, and what each failure message means:
+# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../../../docs/cheatsheet.md) (both in the gdrlab repository).

@@ -276,3 +276,28 @@ policy
 #   (and gdrcopy for the tiniest when the data must pass through host memory): the opposite of
 #   what the seed article said. The crossover depends on the platform and on where the GPU
 #   and NIC sit, which is lab 05's subject.
+
+# %% [markdown] id="04-on-your-cluster"
+# ## On your cluster
+#
+# ```
+# # node A (server), then node B (client, with node A's address at the end)
+# ib_write_lat -d mlx5_0 -a                    # host memory
+# ib_write_lat -d mlx5_0 -a --use_cuda=0       # GPU memory, GPUDirect RDMA
+# mpirun -np 2 -host nodeA,nodeB osu_latency -d cuda D D    # CUDA-aware MPI, GPU buffers
+# mpirun -np 2 -host nodeA,nodeB osu_bw -d cuda D D
+# ```
+#
+# What to look for:
+#
+# - `ib_write_lat`: GPU-memory latency close to host-memory latency at small sizes is GDR at work;
+#   where the two curves part, the HCA's peer access to the GPU is the limit.
+# - `osu_latency -d cuda D D`: the MPI library's hybrid policy in one curve. Steps in the curve are
+#   its protocol switches (eager to rendezvous, GDR to pipelined staging); with MVAPICH2-GDR move
+#   them with `MV2_GPUDIRECT_LIMIT` and see the step follow.
+# - Compare your crossover with the model's for the profile closest to your machine, and say which
+#   of platform, placement (lab 05) or chunk size explains the difference.
+#
+# Two-node runs with gdrlab, and what each failure message means:
+# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../../../docs/cheatsheet.md) (both in the gdrlab repository).

@@ -359,3 +359,31 @@ display(pd.DataFrame(dgx2.matrix()).loc[names, names].rename_axis("with NVLink")
 # * Together with BAR1 (lab 01), P2P DMA (lab 02) and registration (lab 03), this is the whole
 #   of the GPUDirect RDMA story: it works only when all three pillars exist **and** the two
 #   devices sit close enough for peer traffic to be fast.
+
+# %% [markdown] id="05-on-your-cluster"
+# ## On your cluster
+#
+# ```
+# nvidia-smi topo -m
+# lspci -tv
+# numactl --hardware
+# cat /sys/class/infiniband/*/device/numa_node
+# NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
+#   mpirun -np 2 -host nodeA,nodeB ./build/all_reduce_perf -b 8 -e 1G -f 2 -g 1
+# numactl --cpunodebind=N --membind=N ./your_program
+# ```
+#
+# What to look for:
+#
+# - `topo -m`: each GPU's row against each NIC (`mlx5_*`) column; the nearest NIC is the one with
+#   `PIX` or `PXB`, and the GPU row's `NUMA Affinity` is the node to bind to.
+# - nccl-tests' log (nccl-tests is NVIDIA's benchmark suite): channel lines ending
+#   `via NET/IB/0/GDRDMA` use GPUDirect RDMA, `via NET/IB/0` stage through host memory; a line
+#   `GPU Direct RDMA Disabled for GPU ... (distance X > Y)` names the distance rule that refused it.
+#   The `busbw` column is the figure to compare across placements.
+# - In a container, run with `--ipc=host` or `--shm-size=1g`: Docker's default 64 MB `/dev/shm` is
+#   too small for NCCL's shared-memory segments.
+#
+# Two-node runs with gdrlab, and what each failure message means:
+# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../../../docs/cheatsheet.md) (both in the gdrlab repository).
