@@ -51,10 +51,13 @@ print("quick mode:", QUICK, "| CUDA usable here:", GPU["usable"], "" if GPU["usa
 # %% [markdown] id="01-gpu-bar-windows"
 # ## 1. A GPU's BARs
 #
-# A modern NVIDIA GPU has three memory BARs. NVIDIA numbers them BAR0 (registers), BAR1 (the
-# memory window) and a third, small one the driver uses for itself. Linux numbers BAR *slots*, and a 64-bit
-# BAR takes two slots, so sysfs lists the same three as resources 0, 2 and 4. On an H200 the
-# window is 256 GiB: larger than the GPU's 141 GB of memory, so all of it can be exposed at once.
+# A modern NVIDIA GPU has three memory BARs. NVIDIA numbers them in order: BAR0 (registers), BAR1
+# (the memory window) and a third, small one the driver uses for itself. Linux numbers BAR *slots*
+# (0 to 5), and a 64-bit BAR takes two slots, its own and the next. So the slot of NVIDIA's BAR1
+# depends on BAR0's width: on the H200 every BAR is 64-bit and sysfs lists the three as slots 0, 2
+# and 4 (BAR1 is slot 2); on most earlier GPUs BAR0 is 32-bit and BAR1 is slot 1. The reliable way
+# is to read the flags: BAR1 is the second **memory** BAR. On the H200 the window is 256 GiB, larger
+# than the GPU's 141 GB of memory, so all of it can be exposed at once.
 
 # %% id="01-diagram"
 diagram("bar1")
@@ -80,6 +83,34 @@ else:
 h200_bars = lab01.h200_bars()
 print(provenance_label(h200_bars), "(sysfs resource file):")
 h200_bars
+
+# %% [markdown] id="01-own-bars-intro"
+# ### Your own machine's BARs (live on any Linux machine)
+#
+# Every PCI device has BARs, not only GPUs: your NVMe drive's registers, your network card's, an
+# integrated GPU's window onto memory. Each line of `/sys/bus/pci/devices/<device>/resource` is one
+# slot: start address, end address and the kernel's flags, all in hex. The flags say what the
+# slot is (`include/linux/ioport.h`):
+#
+# | flag | value | meaning |
+# |---|---|---|
+# | `IORESOURCE_IO` | `0x00000100` | an I/O-port BAR |
+# | `IORESOURCE_MEM` | `0x00000200` | a memory BAR |
+# | `IORESOURCE_PREFETCH` | `0x00002000` | prefetchable: reads have no side effects |
+# | `IORESOURCE_MEM_64` | `0x00100000` | 64-bit: this BAR also uses the next slot |
+#
+# The table below is this machine's memory BARs, laid out from those flags (`slots` shows the pair
+# a 64-bit BAR takes). Small non-prefetchable BARs are registers; large prefetchable ones are
+# windows onto memory, like a GPU's BAR1.
+
+# %% id="01-own-bars"
+mine, why = lab01.own_bars()
+if len(mine):
+    print(f"live, this machine: {len(mine)} memory BARs of {mine['pci_bus_id'].nunique()} PCI devices")
+    display(mine)
+else:
+    print("no BARs to show here:", why)
+
 
 # %% [markdown] id="01-bar1-use-while-allocating"
 # ## 2. BAR1 use while allocating
@@ -198,23 +229,50 @@ grading.check_true(k20_buffers_64mib < 4, "four 64 MiB buffers are the whole 256
 ### END HIDDEN TESTS
 
 # %% [markdown] id="01-exercise-3-1-point"
-# ### Exercise 3 (1 point): NVIDIA's BAR1 in sysfs
+# ### Exercise 3 (1 point): find NVIDIA's BAR1 from the flags
 #
-# In `h200_bars` (the H200's BARs as sysfs listed them), which sysfs BAR number holds what
-# NVIDIA and `nvidia-smi` call BAR1? Set `h200_bar1_sysfs_index` to that number. Hint: BAR1 is
-# the window whose size `nvidia-smi` reports as "BAR1 Memory Usage: Total" (256 GiB on the H200).
+# Write `bar1_slot(resource_text)`: given the text of a GPU's sysfs `resource` file, return the slot
+# number (0-5) that holds what NVIDIA and `nvidia-smi` call BAR1. Use the flags, not the sizes:
+# skip empty slots and I/O BARs, remember that a 64-bit BAR also takes the next slot, and count the
+# memory BARs in order. Two files to try it on: the recorded H200's BARs (`lab01.h200_resource()`)
+# and a Kepler-era layout with a 32-bit BAR0 (`lab01.KEPLER_RESOURCE`, addresses made up).
 
 # %% id="ex3-sysfs-index" nbgrader={"grade": false, "grade_id": "ex3-sysfs-index", "locked": false, "schema_version": 3, "solution": true}
-### BEGIN SOLUTION
-h200_bar1_sysfs_index = int(h200_bars.loc[h200_bars["size_bytes"] == 256 * 2**30, "sysfs_bar"].iloc[0])
-### END SOLUTION
-print("sysfs BAR", h200_bar1_sysfs_index)
+def bar1_slot(resource_text):
+    """The sysfs slot of NVIDIA's BAR1 (the second memory BAR) in a ``resource`` file."""
+    ### BEGIN SOLUTION
+    memory_bars, skip_next = [], False
+    for slot, line in enumerate(resource_text.splitlines()[:6]):
+        if skip_next:
+            skip_next = False
+            continue
+        start, end, flags = (int(field, 16) for field in line.split()[:3])
+        if (start, end) == (0, 0) or not flags & 0x200:
+            continue
+        memory_bars.append(slot)
+        skip_next = bool(flags & 0x00100000)
+    return memory_bars[1]
+    ### END SOLUTION
+
+
+h200_bar1_sysfs_index = bar1_slot(lab01.h200_resource())
+print("H200: BAR1 is sysfs slot", h200_bar1_sysfs_index, "| Kepler layout:", bar1_slot(lab01.KEPLER_RESOURCE))
 
 # %% id="test-ex3-sysfs-index" nbgrader={"grade": true, "grade_id": "test-ex3-sysfs-index", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 grading.check_true(h200_bar1_sysfs_index in (0, 1, 2, 3, 4, 5), "a sysfs BAR number is 0 to 5")
 ### BEGIN HIDDEN TESTS
 grading.check_equal(h200_bar1_sysfs_index, 2, name="h200_bar1_sysfs_index",
-                    hint="64-bit BARs take two slots each: 0-1, 2-3, 4-5")
+                    hint="every H200 BAR is 64-bit: slots 0-1, 2-3, 4-5")
+grading.check_equal(bar1_slot(lab01.KEPLER_RESOURCE), 1, name="bar1_slot(KEPLER_RESOURCE)",
+                    hint="BAR0 is 32-bit there (no IORESOURCE_MEM_64 flag): it takes one slot")
+_io_first = """0x1000 0x107f 0x40101
+0xf5000000 0xf5ffffff 0x40200
+0xe0000000 0xefffffff 0x14220c
+0x0 0x0 0x0
+0x0 0x0 0x0
+0x0 0x0 0x0"""
+grading.check_equal(bar1_slot(_io_first), 2, name="bar1_slot(I/O BAR first)",
+                    hint="I/O BARs are not memory BARs: skip them")
 ### END HIDDEN TESTS
 
 # %% [markdown] id="01-written-question"
@@ -235,9 +293,10 @@ grading.check_equal(h200_bar1_sysfs_index, 2, name="h200_bar1_sysfs_index",
 # %% [markdown] id="01-you-saw"
 # ## What you saw
 #
-# * A GPU exposes its memory on the PCIe bus through one BAR. NVIDIA calls it BAR1; sysfs lists it
-#   as BAR 2 because 64-bit BARs take two slots. On the H200 it is 256 GiB, more than the 141 GB
-#   of memory behind it.
+# * A GPU exposes its memory on the PCIe bus through one BAR. NVIDIA calls it BAR1: the second
+#   memory BAR, whose sysfs slot the flags decide (slot 2 on the H200, whose BAR0 is 64-bit; slot 1
+#   where BAR0 is 32-bit). Every PCI device on your own machine lists its BARs the same way. On the
+#   H200 BAR1 is 256 GiB, more than the 141 GB of memory behind it.
 # * On the H200, BAR1 use followed allocation almost byte for byte (about 1 GiB per GiB
 #   allocated, above a baseline of about 0.5 GiB the driver uses): this GPU maps everything,
 #   because it can.
