@@ -399,3 +399,36 @@ def test_chunk_figure_from_recorded_or_reason():
     fig = lab04.chunk_figure(r.data)
     assert "(bytes)" in fig.layout.xaxis.title.text and "(GB/s)" in fig.layout.yaxis.title.text
     assert "recorded" in fig.data[0].name and "modelled" in fig.layout.title.text
+
+
+# ----------------------------------------------------------------------------- own device pairs
+def test_own_pairs_classify_any_devices_with_nvidia_smi_codes(tmp_path):
+    from sysfs_builder import BRIDGE_CLASS, INTEL, PLX, SysfsTree
+
+    t = SysfsTree(tmp_path)
+    t.numa_node(0, "0-3", socket=0)
+    t.numa_node(1, "4-7", socket=1)
+    # socket 0: a switch with an NVMe drive and a NIC below it; another NVMe on its own root port
+    t.pci("0000:00:01.0", "pci0000:00", cls=BRIDGE_CLASS, vendor=INTEL, numa=0)
+    t.pci("0000:01:00.0", "0000:00:01.0", cls=BRIDGE_CLASS, vendor=PLX, numa=0)
+    t.pci("0000:02:01.0", "0000:01:00.0", cls=BRIDGE_CLASS, vendor=PLX, numa=0)
+    t.pci("0000:02:02.0", "0000:01:00.0", cls=BRIDGE_CLASS, vendor=PLX, numa=0)
+    nvme = t.pci("0000:03:00.0", "0000:02:01.0", cls=0x010802, vendor=0x144D, numa=0)
+    (nvme / "nvme/nvme0").mkdir(parents=True)
+    nic = t.pci("0000:04:00.0", "0000:02:02.0", cls=0x020000, vendor=0x8086, numa=0)
+    (nic / "net/eth0").mkdir(parents=True)
+    t.pci("0000:00:02.0", "pci0000:00", cls=BRIDGE_CLASS, vendor=INTEL, numa=0)
+    t.pci("0000:05:00.0", "0000:00:02.0", cls=0x010802, vendor=0x144D, numa=0)
+    # socket 1: an integrated-style display device on another host bridge
+    t.pci("0000:80:01.0", "pci0000:80", cls=BRIDGE_CLASS, vendor=INTEL, numa=1)
+    t.pci("0000:81:00.0", "0000:80:01.0", cls=0x030000, vendor=0x1002, numa=1)
+    table, message = lab05.own_pairs(str(tmp_path))
+    codes = {frozenset((r.a, r.b)): r.code for r in table.itertuples()}
+    assert len(codes) == 6 and "4 devices, 6 pairs" in message
+    assert codes[frozenset(("nvme0", "eth0"))] == "PIX", "one switch between them"
+    assert codes[frozenset(("nvme0", "storage0"))] == "PHB", "they meet at the host bridge"
+    assert codes[frozenset(("eth0", "display0"))] == "SYS", "different sockets"
+    assert table.attrs["provenance"]["kind"] == "recorded"  # a tree under a test root is not this machine
+    (tmp_path / "empty").mkdir()
+    empty, why = lab05.own_pairs(str(tmp_path / "empty"))
+    assert len(empty) == 0 and "no pair to classify" in why

@@ -81,6 +81,23 @@ if own is not None and own.devices:
     print(lab05.tree_text(own))
     display(pd.DataFrame(own.matrix()))
 
+# %% [markdown] id="05-own-pairs-intro"
+# ### Your own devices, classified (live on any Linux machine)
+#
+# The codes describe the path between *any* two PCIe devices, not only GPUs and NICs. Here they
+# are for every pair of this machine's storage, network and display devices (an NVMe drive, an
+# Ethernet card, an integrated GPU), with the same rule `nvidia-smi topo -m` uses. Peer DMA between
+# an NVMe drive and a GPU (what GPUDirect Storage does) cares about the same distances. On a
+# laptop or a VM most devices hang straight off one host bridge: expect `PHB`; a workstation with a
+# PCIe switch or two sockets shows `PIX`, `NODE` or `SYS`.
+
+# %% id="05-own-pairs"
+pairs, message = lab05.own_pairs()
+print(message)
+if len(pairs):
+    display(pairs)
+
+
 # %% [markdown] id="05-real-dual-socket-server"
 # ## 3. A real dual-socket server
 #
