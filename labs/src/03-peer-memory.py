@@ -36,6 +36,7 @@
 
 # %% id="03-setup"
 import pandas as pd
+from IPython.display import display
 
 from gdrlab import grading
 from gdrlab.labsupport import lab03, quick_mode
@@ -84,6 +85,35 @@ print("libibverbs exports ibv_reg_dmabuf_mr:", status["ibv_reg_dmabuf_mr"]["expo
       status["ibv_reg_dmabuf_mr"]["reason"])
 print("pyverbs (rdma-core's Python binding):", status["pyverbs"]["reason"])
 pd.DataFrame([{"route": k, **v} for k, v in status["routes"].items()])
+
+# %% [markdown] id="03-soft-roce-intro"
+# ### No HCA? Make a software one: Soft-RoCE
+#
+# Linux has an RDMA device implemented in software, **Soft-RoCE** (the `rdma_rxe` module), that runs
+# on any Ethernet interface. `ibv_reg_mr` on it is the real call: it pins pages, returns `lkey` and
+# `rkey`, and fails with `ENOMEM` beyond `ulimit -l`. Everything below that registers host memory
+# then runs live, here. Soft-RoCE moves data with the CPU, so it teaches registration, keys and
+# pinning limits, not GPUDirect: GPU memory still needs a real HCA. Creating it needs root on a
+# machine whose kernel has the module (a container cannot load modules: do it on the host):
+#
+# ```
+# sudo modprobe rdma_rxe
+# sudo rdma link add rxe0 type rxe netdev IFACE      # IFACE: an Ethernet interface that is up
+# rdma link show                                      # rxe0 ... state ACTIVE ... netdev IFACE
+# ibv_devinfo -d rxe0
+# ```
+#
+# The cell says what this machine has, and the commands with an interface filled in. Restart the
+# kernel after creating the device, and rerun the lab from the top.
+
+# %% id="03-soft-roce-status"
+rxe = lab03.soft_roce_status()
+print(rxe["reason"])
+if not rxe["rdma_devices"]:
+    print("to add a Soft-RoCE device here:")
+    for line in rxe["commands"]:
+        print("   ", line)
+
 
 # %% [markdown] id="03-state-machine-inside-ibv"
 # ## 3. The state machine inside `ibv_reg_mr`
@@ -138,8 +168,9 @@ attempts = pd.DataFrame(lab03.try_registrations(1 << 20))
 attempts
 
 # %% [markdown] id="03-try-registrations-note"
-# The calls behind those rows, for when you have an HCA (gdrlab's verbs layer; rdma-core's
-# `pyverbs` has the same objects: `Context`, `PD`, `MR`, `DmaBufMR`):
+# The calls behind those rows, in gdrlab's verbs layer. rdma-core's own Python binding, `pyverbs`,
+# has the same objects under the verbs names, shown beside them in the next cell (and used live
+# where `pyverbs` imports and sees an RDMA device, Soft-RoCE included):
 #
 # ```python
 # from gdrlab import engine, verbs
@@ -151,6 +182,13 @@ attempts
 #     print(dmabuf_mr.mechanism, dmabuf_mr.lkey, dmabuf_mr.rkey, dmabuf_mr.reg_us)
 # ```
 
+# %% id="03-pyverbs-beside-gdrlab"
+display(pd.DataFrame(lab03.PYVERBS_BESIDE_GDRLAB))
+pv = lab03.pyverbs_status()
+print("pyverbs:", pv["reason"])
+pd.DataFrame(lab03.pyverbs_registrations(1 << 20))
+
+
 # %% [markdown] id="03-try-registrations-note-note"
 # What to look for:
 #
@@ -160,7 +198,9 @@ attempts
 #   dma-buf export succeeds: an fd whose size is the buffer's, and the CPU's `mmap` of it
 #   fails (errno 524, `ENOTSUPP`, as measured on the H200). A dma-buf is a handle for *device*
 #   importers, not a CPU mapping (lab 01 met the same fd).
-# * **With no GPU and no HCA**, every row says what is missing: the diagram above is the lab.
+# * **With no GPU and no HCA**, every row says what is missing. Add a Soft-RoCE device (section 2)
+#   and the host-memory row registers for real, with keys, on this machine; the GPU rows still
+#   need a GPU and a real HCA.
 
 # %% [markdown] id="03-exercise-1-who-registers"
 # ## Exercise 1: who registers what
