@@ -583,3 +583,22 @@ def test_lab03_says_why_nothing_registers_without_an_rdma_device(monkeypatch):
     assert rows[0]["outcome"] == "not possible here" and rows[0]["detail"] == "no RDMA device found"
     df, why = lab03.measure_registration([4096], "host")
     assert df is None and why == "no RDMA device found"
+
+
+def test_pyverbs_status_when_libibverbs_cannot_list_devices(tmp_path, monkeypatch, no_pyverbs_left_behind):
+    from gdrlab.hw.pyverbs import pyverbs_status
+
+    pkg = tmp_path / "pyverbs"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    # What rdma-core's pyverbs does on a machine with no RDMA device at all.
+    (pkg / "device.py").write_text("def get_device_list():\n    raise RuntimeError('Failed to get devices list')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for mod in ("pyverbs", "pyverbs.device"):
+        sys.modules.pop(mod, None)
+    st = pyverbs_status()
+    assert st["importable"] and not st["usable"]
+    if Path("/sys/class/infiniband").is_dir() and any(Path("/sys/class/infiniband").iterdir()):
+        assert "cannot list RDMA devices" in st["reason"] and "Failed to get devices list" in st["reason"]
+    else:
+        assert "no RDMA device" in st["reason"] and "rdma link add rxe0" in st["reason"]

@@ -67,17 +67,18 @@ def pyverbs_status(dist_packages: str = DEBIAN_DIST_PACKAGES) -> dict:
         return out
     out["importable"] = True
     out["version"] = getattr(pyverbs, "__version__", None)
+    no_device = ("pyverbs imports but there is no RDMA device: add a Soft-RoCE one with "
+                 "`rdma link add rxe0 type rxe netdev IFACE`"
+                 + (" (rdma_rxe is loaded)" if glob.glob("/sys/module/rdma_rxe") else " after `modprobe rdma_rxe`"))
     try:
         names = [d.name.decode() if isinstance(d.name, bytes) else str(d.name) for d in device.get_device_list()]
-    except Exception as exc:  # PyverbsRDMAError when libibverbs cannot list devices
-        out["reason"] = f"pyverbs imports but cannot list RDMA devices ({type(exc).__name__}: {exc})"
+    except Exception as exc:  # PyverbsRDMAError: libibverbs fails to list when the class is empty
+        out["reason"] = (no_device if not glob.glob("/sys/class/infiniband/*") else
+                         f"pyverbs imports but cannot list RDMA devices ({type(exc).__name__}: {exc})")
         return out
     out["devices"] = names
     if not names:
-        rxe = bool(glob.glob("/sys/module/rdma_rxe"))
-        out["reason"] = ("pyverbs imports but there is no RDMA device: add a Soft-RoCE one with "
-                         "`rdma link add rxe0 type rxe netdev IFACE`" + (" (rdma_rxe is loaded)" if rxe else
-                                                                          " after `modprobe rdma_rxe`"))
+        out["reason"] = no_device
         return out
     out["usable"] = True
     out["reason"] = f"pyverbs {out['version'] or '(version unknown)'} sees {', '.join(names)}"
