@@ -602,3 +602,17 @@ def test_pyverbs_status_when_libibverbs_cannot_list_devices(tmp_path, monkeypatc
         assert "cannot list RDMA devices" in st["reason"] and "Failed to get devices list" in st["reason"]
     else:
         assert "no RDMA device" in st["reason"] and "rdma link add rxe0" in st["reason"]
+
+
+def test_crossover_explorer_redraws_as_a_whole_new_figure():
+    pytest.importorskip("ipywidgets")
+    box = lab04.crossover_explorer("kepler-snb-2013")
+    first = box.children[2]
+    assert (first.layout.xaxis.type, first.layout.yaxis.type) == ("log", "log")
+    profile = box.children[0].children[0]
+    profile.value = "kepler-ivb-2014"
+    now = box.children[2]
+    assert now is not first and first.comm is None, "the old figure is replaced and closed"
+    assert (now.layout.xaxis.type, now.layout.yaxis.type) == ("log", "log")
+    marks = [t for t in now.data if (t.name or "").startswith("gdr/pipelined crossover")]
+    assert len(marks) == 1 and "kepler-ivb-2014" in now.layout.title.text
