@@ -261,3 +261,18 @@ def test_recorded_h200_resource_round_trips_and_kepler_layout_is_32bit_bar0():
     assert dict(zip(h200["sysfs_bar"], h200["nvidia_calls_it"], strict=True)) == {0: "BAR0", 2: "BAR1", 4: ""}
     kepler = lab01.bar_table(lab01.KEPLER_RESOURCE, label=True)
     assert list(kepler.loc[kepler["nvidia_calls_it"] == "BAR1", "sysfs_bar"]) == [1]
+
+
+def test_host_copy_live_measures_this_cpu_and_refuses_huge_buffers(monkeypatch):
+    monkeypatch.setenv("GDRLAB_QUICK", "1")
+    df = lab02.host_copy_live("4K:1M", repeats=3)
+    assert df.attrs["provenance"]["kind"] == "live" and "numpy.copyto" in df.attrs["provenance"]["source"]
+    assert list(df["size"]) == sorted(df["size"]) and df["size"].iloc[0] == 4096 and df["size"].iloc[-1] == 1 << 20
+    assert (df["lat_min_us"] <= df["lat_p50_us"]).all() and (df["lat_p50_us"] > 0).all() and df["verified"].all()
+    # bw_gbps is bytes per microsecond / 1e3: the arithmetic of the row itself.
+    row = df.iloc[-1]
+    assert row["bw_gbps"] == pytest.approx(row["size"] / row["lat_p50_us"] / 1e3)
+    with pytest.raises(ValueError, match="64 MiB"):
+        lab02.host_copy_live([128 << 20], repeats=1)
+    with pytest.raises(ValueError, match="repeats"):
+        lab02.host_copy_live([4096], repeats=-1)

@@ -87,8 +87,8 @@ h200_bars
 # %% [markdown] id="01-own-bars-intro"
 # ### Your own machine's BARs (live on any Linux machine)
 #
-# Every PCI device has BARs, not only GPUs: your NVMe drive's registers, your network card's, an
-# integrated GPU's window onto memory. Each line of `/sys/bus/pci/devices/<device>/resource` is one
+# GPUs are not the only devices with BARs: your NVMe drive exposes its registers through one, so
+# does your network card, and an integrated GPU has a window onto memory. Each line of `/sys/bus/pci/devices/<device>/resource` is one
 # slot: start address, end address and the kernel's flags, all in hex. The flags say what the
 # slot is (`include/linux/ioport.h`):
 #

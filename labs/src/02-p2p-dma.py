@@ -172,6 +172,29 @@ grading.check_close(pinned_over_pageable, _p[_n] / _q[_n], rel=0.01, name="pinne
 grading.check_between(pinned_over_pageable, 2.0, 10.0, name="pinned_over_pageable")
 ### END HIDDEN TESTS
 
+# %% [markdown] id="02-host-copy-intro"
+# ### Live on any machine: the CPU's own copy
+#
+# No GPU is needed to see the two regimes. The cell below times this machine's CPU copying host
+# memory to host memory (`numpy.copyto`, median of several runs per size) and fits it with your
+# `fit_alpha_beta`. This is not a DMA: the CPU moves the bytes, and `alpha` is mostly the cost of
+# one Python call. Expect a third regime the copy engine does not show: sizes that fit in the
+# CPU's caches copy faster than the memory behind them can stream, so the rate drops once a buffer
+# outgrows the last-level cache. Two numbers describe the ends of a curve, not every point.
+
+# %% id="02-host-copy-live"
+mine = lab02.host_copy_live()
+try:
+    a_host, b_host = fit_alpha_beta(mine["size"], mine["lat_p50_us"])
+except NotImplementedError:
+    a_host = b_host = None
+    print("finish exercise 1 to fit these points")
+if a_host is not None:
+    print(f"live, this machine's CPU (numpy.copyto): alpha = {a_host:.2f} us, beta = {b_host:.1f} GB/s")
+fits = [lab02.alpha_beta_frame(a_host, b_host, sizes="8:64M", label="your fit")] if a_host is not None else []
+plot_sweep({"host memcpy": mine}, y="lat_p50_us", title="host to host copy by the CPU (live)", model=fits)
+
+
 # %% [markdown] id="02-gpu-gpu-peer-access"
 # ## 2. GPU to GPU: peer access on and off
 #
