@@ -106,6 +106,27 @@ summary
 # None of these paths uses the NIC's ability to read GPU memory. That needs an HCA: the next
 # cell measures `gdr` over verbs where one exists.
 
+# %% [markdown] id="04-wire-alone-intro"
+# ### The wire alone, live on any machine
+#
+# Every staging path is copies plus the wire. The `host` path is the wire alone (host buffer to host
+# buffer over TCP loopback, as in lab 00), and it runs on this machine now. On the H200 the
+# recorded `host` and `staged` sweeps come from the same machine, so the gap between them is what
+# the two GPU copies and the host `memcpy` cost; your live `host` curve shows how this machine's
+# wire compares with the H200's (a VM or a laptop is often slower per message).
+
+# %% id="04-wire-alone"
+from gdrlab.labsupport import lab00
+from gdrlab.widgets import plot_sweep
+
+wire_live, _ = lab00.host_sweep("8:4M")
+curves = {"host, this machine": wire_live, "host, H200": grading.dataset("h200-bench-host")}
+if data["staged"].data is not None:
+    where = "H200" if data["staged"].source == "recorded" else "this machine"
+    curves[f"staged, {where}"] = data["staged"].data
+plot_sweep(curves, y="lat_p50_us", title="the wire alone (host) against staging (live + recorded)")
+
+
 # %% [markdown] id="04-chunk-size"
 # ### The chunk size
 #
