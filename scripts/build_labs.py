@@ -31,6 +31,13 @@ _IMG = re.compile(r"!\[([^\]]*)\]\((img/[A-Za-z0-9_.-]+\.svg)\)")
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
+def _rel(path: Path) -> str:
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def generated_note(lab: str) -> str:
     """The line every generated notebook starts with (an HTML comment: invisible when rendered)."""
     return (f"<!-- Generated from labs/src/{lab}.py by scripts/build_labs.py: edit that file, "
@@ -41,7 +48,7 @@ def _embed_svgs(text: str, src: Path) -> str:
     def sub(match: re.Match) -> str:
         svg_path = src.parent / match.group(2)
         if not svg_path.is_file():
-            raise SystemExit(f"{src.relative_to(ROOT)}: image {match.group(2)} not found")
+            raise SystemExit(f"{_rel(src)}: image {match.group(2)} not found")
         data = base64.b64encode(svg_path.read_text(encoding="utf-8").strip().encode()).decode()
         return f'<img alt="{match.group(1)}" src="data:image/svg+xml;base64,{data}"/>'
 
@@ -64,7 +71,7 @@ def build(src: Path) -> nbformat.NotebookNode:
     seen: set[str] = set()
     for n, cell in enumerate(nb.cells):
         cid = cell.metadata.pop("id", None)
-        where = f"{src.relative_to(ROOT)}, cell {n + 1}"
+        where = f"{_rel(src)}, cell {n + 1}"
         if not cid or not _ID.match(cid):
             raise SystemExit(f"{where}: needs id=\"...\" in its '# %%' line (letters, digits, - and _)")
         if cid in seen:
@@ -79,7 +86,7 @@ def build(src: Path) -> nbformat.NotebookNode:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
     if not nb.cells or nb.cells[0].cell_type != "markdown":
-        raise SystemExit(f"{src.relative_to(ROOT)}: the first cell must be the lab's markdown header")
+        raise SystemExit(f"{_rel(src)}: the first cell must be the lab's markdown header")
     nb.cells[0].source = generated_note(lab) + nb.cells[0].source
     nbformat.validate(nb)
     return nb

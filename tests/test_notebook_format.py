@@ -178,3 +178,48 @@ def test_lab_ends_on_your_cluster_with_real_commands(path):
              "nvbandwidth", "osu_")
     assert blocks and any(t in b for b in blocks for t in tools), "a code block with the real commands"
     assert "What to look for" in last.source
+
+
+_GOOD = '# %% [markdown] id="99-title"\n# # Lab 99\n\n# %% id="99-code"\nx = 1\n'
+
+
+@pytest.mark.parametrize("text,message", [
+    ('# %% [markdown]\n# # Lab 99\n', "needs id="),
+    (_GOOD + '\n# %% id="99-code"\ny = 2\n', "duplicate cell id '99-code'"),
+    ('# %% [markdown] id="99-title"\n# ![tree](img/nope.svg)\n', "image img/nope.svg not found"),
+    ('# %% id="99-code"\nx = 1\n', "first cell must be the lab's markdown header"),
+    (_GOOD + '\n# %% id="ex1" nbgrader={"grade": false, "grade_id": "ex2", "locked": false, '
+             '"schema_version": 3, "solution": true}\n### BEGIN SOLUTION\n### END SOLUTION\n', "must equal its grade_id"),
+])
+def test_build_refuses_a_bad_source_with_one_line_naming_it(tmp_path, text, message):
+    pytest.importorskip("jupytext")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import build_labs
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    src = tmp_path / "99-bad.py"
+    src.write_text(text, encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        build_labs.build(src)
+    line = str(exc.value)
+    assert message in line and "99-bad.py" in line and "\n" not in line
+
+
+def test_build_embeds_svgs_and_marks_the_notebook_generated(tmp_path):
+    pytest.importorskip("jupytext")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import build_labs
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "box.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"/>\n')
+    src = tmp_path / "99-good.py"
+    src.write_text('# %% [markdown] id="99-title"\n# # Lab 99\n#\n# ![a box](img/box.svg)\n', encoding="utf-8")
+    nb = build_labs.build(src)
+    first = nb.cells[0]
+    assert first.id == "99-title" and "id" not in first.metadata
+    assert first.source.startswith("<!-- Generated from labs/src/99-good.py")
+    assert ('<img alt="a box" src="data:image/svg+xml;base64,'
+            'PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciLz4="/>') in first.source
