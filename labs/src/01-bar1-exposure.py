@@ -14,7 +14,8 @@
 # 3. Export GPU memory as a dma-buf and see that the CPU cannot map it: dma-buf is for devices.
 # 4. Hit the wall of a small BAR1 (a Tesla K20 had 256 MB) in the model, and compute it.
 #
-# **Live on** a machine with an NVIDIA GPU. Elsewhere the lab shows data recorded on an
+# **Live on** a machine with an NVIDIA GPU; the BARs of your own PCI devices (NVMe, network card,
+# integrated GPU) are read live on any Linux machine. Elsewhere the lab shows data recorded on an
 # NVIDIA H200 and the model, and says so above each result.
 #
 # | duration | prerequisites |

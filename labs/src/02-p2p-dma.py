@@ -16,8 +16,9 @@
 #    driver stages through host memory).
 # 4. Overlay the model and say where it agrees with the measurement and where it does not.
 #
-# **Live on** a machine with an NVIDIA GPU (two or more for the peer part). Elsewhere, data
-# recorded on an NVIDIA H200 (one GPU) and on a 2x H200 machine, and the model.
+# **Live on** a machine with an NVIDIA GPU (two or more for the peer part); the CPU's own copy is
+# measured live on any machine. Elsewhere, data recorded on an NVIDIA H200 (one GPU) and on a
+# 2x H200 machine, and the model.
 #
 # | duration | prerequisites |
 # |---|---|

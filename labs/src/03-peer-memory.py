@@ -16,8 +16,10 @@
 # 3. Predict what registering a GPU pointer does on a machine with neither (EFAULT).
 # 4. Estimate what registration costs and compute when a registration cache pays off.
 #
-# **Live on** a GPU with an RDMA HCA. Everywhere else the lab runs top to bottom with the
-# state-machine diagram and a cost model, and says which parts it could not do here.
+# **Live on** a GPU with an RDMA HCA; host-memory registration runs live on any RDMA device,
+# including a Soft-RoCE one you can add to any Linux machine (section 2). Everywhere else the lab
+# runs top to bottom with the state-machine diagram and a cost model, and says which parts it
+# could not do here.
 #
 # | duration | prerequisites |
 # |---|---|

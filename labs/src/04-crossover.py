@@ -14,7 +14,8 @@
 # 3. Write the hybrid threshold policy an MPI library uses, in the **right direction**.
 #
 # **Live on** a GPU (tcp wire between two local processes), plus GDR over verbs with an RDMA
-# HCA. Elsewhere: recorded H200 sweeps where they ship, and the model.
+# HCA; the wire alone (`host` path) runs live on any machine. Elsewhere: recorded H200 sweeps
+# where they ship, and the model.
 #
 # | duration | prerequisites |
 # |---|---|
