@@ -327,6 +327,26 @@ def _report(request: pytest.FixtureRequest, lines: list[str]) -> None:
         _say(request, f"{request.node.name}: {line}")
 
 
+def _reload_keeps_the_explorer(page: Any, server: LabServer, rel: str, artifacts_dir: Path,
+                               drawn: list[dict], mark_bytes: int) -> str:
+    """Save, reload the page, and check the explorer comes back as last drawn: log axes on both
+    sides, the same traces and the crossover mark where the control change had put it."""
+    nbp.save_and_reload(page, server, rel)
+    cell = nbp.find_widget_cell(page, label="profile")
+    cell.locator.scroll_into_view_if_needed()
+    restored = [p for p in nbp.plot_traces(cell.locator) if p["traces"]]
+    nbp.save_screenshot(cell.locator, artifacts_dir / "lab04-after-reload.png")
+    assert restored, "after a reload the explorer shows no plot"
+    axes = [(p["x_type"], p["y_type"]) for p in restored]
+    assert all(a == ("log", "log") for a in axes), f"after a reload the explorer's axes are {axes}, want log/log"
+    names_before = sorted(t["name"] or "" for p in drawn for t in p["traces"])
+    names_after = sorted(t["name"] or "" for p in restored for t in p["traces"])
+    assert names_after == names_before, f"traces before the reload {names_before}, after {names_after}"
+    marks = [m for m in map(lab_checks.crossover_mark_bytes, restored) if m is not None]
+    assert marks == [mark_bytes], f"after a reload the crossover marks are {marks}, before {mark_bytes} B"
+    return f"saved and reloaded: log/log axes, {len(names_after)} traces and the mark at {mark_bytes} B kept"
+
+
 def test_lab04_crossover_in_browser(page: Any, server: LabServer, artifacts_dir: Path,
                                     request: pytest.FixtureRequest) -> None:
     rel = _lab_rel_path(server, "04")
@@ -347,6 +367,7 @@ def test_lab04_crossover_in_browser(page: Any, server: LabServer, artifacts_dir:
             f"after switching to kepler-ivb-2014 the crossover marks are {marks}, exercise 1 printed {ivb_bytes} B")
         notes.append(f"changed {how}; crossover mark now at {marks[0]} B (exercise 1 printed {ivb_bytes} B)")
         assert nbp.error_outputs(page) == []
+        notes.append(_reload_keeps_the_explorer(page, server, rel, artifacts_dir, after, marks[0]))
         _report(request, notes)
     finally:
         _shutdown_kernels(server, rel)

@@ -193,3 +193,86 @@ def test_a_failed_dmabuf_export_falls_back_with_the_reason(monkeypatch):
     res = lab01.live_or_recorded_dmabuf()
     assert res.source == "recorded"
     assert "dma-buf export failed here" in res.why and "CUDA_ERROR_NOT_SUPPORTED" in res.why
+
+
+# ----------------------------------------------------------------------------- BARs from flags
+_Z = "0x0000000000000000 0x0000000000000000 0x0000000000000000"
+# Kepler-era GPU as Linux prints it: BAR0 32-bit registers, BAR1 64-bit 256 MiB, a 64-bit 32 MiB BAR, I/O.
+_KEPLER = ["0x00000000f5000000 0x00000000f5ffffff 0x0000000000040200",
+           "0x00000000e0000000 0x00000000efffffff 0x000000000014220c", _Z,
+           "0x00000000f0000000 0x00000000f1ffffff 0x000000000014220c", _Z,
+           "0x000000000000e000 0x000000000000e07f 0x0000000000040101"]
+_NVME = ["0x00000000fe600000 0x00000000fe603fff 0x0000000000140204", _Z, _Z, _Z, _Z, _Z]
+
+
+def _machine(tmp_path):
+    from sysfs_builder import BRIDGE_CLASS, GPU_CLASS, INTEL, NVIDIA, SysfsTree
+
+    t = SysfsTree(tmp_path)
+    t.pci("0000:00:01.0", "pci0000:00", cls=BRIDGE_CLASS, vendor=INTEL, bars=[1 << 20])
+    t.pci("0000:01:00.0", "0000:00:01.0", cls=GPU_CLASS, vendor=NVIDIA, bars=[16 << 20, 0, 256 << 30, 0, 32 << 20])
+    kepler = t.pci("0000:02:00.0", "pci0000:00", cls=GPU_CLASS, vendor=NVIDIA, device=0x1028)
+    (kepler / "resource").write_text("\n".join(_KEPLER + [_Z] * 7) + "\n")
+    nvme = t.pci("0000:03:00.0", "pci0000:00", cls=0x010802, vendor=0x144D)
+    (nvme / "resource").write_text("\n".join(_NVME + [_Z] * 7) + "\n")
+    return t
+
+
+def test_bar_layout_reads_widths_from_the_flags():
+    from gdrlab.hw.bars import bar_layout
+
+    bars = bar_layout("\n".join(_KEPLER))
+    assert [(b["slot"], b["slots"], b["kind"], b["is_64bit"]) for b in bars] == [
+        (0, "0", "mem", False), (1, "1-2", "mem", True), (3, "3-4", "mem", True), (5, "5", "io", False)]
+    assert [b["size_bytes"] for b in bars] == [16 * MiB, 256 * MiB, 32 * MiB, 128]
+    assert bars[1]["prefetchable"] and not bars[0]["prefetchable"]
+    assert bar_layout(None) == [] and bar_layout("") == []
+    assert bar_layout("garbage\n0x1 nothex 0x200\n" + _Z) == [], "malformed lines are skipped"
+
+
+def test_gpu_bar1_is_found_from_flags_not_from_the_slot(tmp_path):
+    _machine(tmp_path)
+    bars, why = lab01.gpu_bars(str(tmp_path))
+    assert why == ""
+    bar1 = bars[bars["nvidia_calls_it"] == "BAR1"].set_index("pci_bus_id")["sysfs_bar"].to_dict()
+    assert bar1 == {"0000:01:00.0": 2, "0000:02:00.0": 1}, "64-bit BAR0: slot 2; 32-bit BAR0: slot 1"
+    assert set(bars.loc[bars["nvidia_calls_it"] == "BAR1", "size_bytes"]) == {256 * GiB, 256 * MiB}
+
+
+def test_own_bars_lists_every_device_but_bridges(tmp_path):
+    _machine(tmp_path)
+    mine, why = lab01.own_bars(str(tmp_path))
+    assert why == "" and mine.attrs["provenance"]["kind"] == "live"
+    assert "0000:00:01.0" not in set(mine["pci_bus_id"]), "bridges have windows, not device BARs"
+    nvme = mine[mine["pci_bus_id"] == "0000:03:00.0"].iloc[0]
+    assert nvme["device"] == "NVMe storage" and nvme["vendor"] == "0x144d"
+    assert bool(nvme["is_64bit"]) and not bool(nvme["prefetchable"]) and nvme["size_bytes"] == 16 * 1024
+    assert nvme["slots"] == "0-1" and nvme["flags"] == "0x00140204"
+    assert "io" not in set(mine.get("kind", [])), "only memory BARs are listed"
+    (tmp_path / "container").mkdir()
+    empty, why = lab01.own_bars(str(tmp_path / "container"))
+    assert len(empty) == 0 and "no PCI devices" in why
+    empty, why = lab01.own_bars(str(tmp_path / "missing"))
+    assert len(empty) == 0 and why.startswith("cannot read sysfs")
+
+
+def test_recorded_h200_resource_round_trips_and_kepler_layout_is_32bit_bar0():
+    h200 = lab01.bar_table(lab01.h200_resource(), label=True)
+    assert dict(zip(h200["sysfs_bar"], h200["nvidia_calls_it"], strict=True)) == {0: "BAR0", 2: "BAR1", 4: ""}
+    kepler = lab01.bar_table(lab01.KEPLER_RESOURCE, label=True)
+    assert list(kepler.loc[kepler["nvidia_calls_it"] == "BAR1", "sysfs_bar"]) == [1]
+
+
+def test_host_copy_live_measures_this_cpu_and_refuses_huge_buffers(monkeypatch):
+    monkeypatch.setenv("GDRLAB_QUICK", "1")
+    df = lab02.host_copy_live("4K:1M", repeats=3)
+    assert df.attrs["provenance"]["kind"] == "live" and "numpy.copyto" in df.attrs["provenance"]["source"]
+    assert list(df["size"]) == sorted(df["size"]) and df["size"].iloc[0] == 4096 and df["size"].iloc[-1] == 1 << 20
+    assert (df["lat_min_us"] <= df["lat_p50_us"]).all() and (df["lat_p50_us"] > 0).all() and df["verified"].all()
+    # bw_gbps is bytes per microsecond / 1e3: the arithmetic of the row itself.
+    row = df.iloc[-1]
+    assert row["bw_gbps"] == pytest.approx(row["size"] / row["lat_p50_us"] / 1e3)
+    with pytest.raises(ValueError, match="64 MiB"):
+        lab02.host_copy_live([128 << 20], repeats=1)
+    with pytest.raises(ValueError, match="repeats"):
+        lab02.host_copy_live([4096], repeats=-1)

@@ -10,7 +10,8 @@ import errno
 import os
 from typing import Any
 
-__all__ = ["MiB", "GiB", "K20_PROFILE", "errno_name", "gpu_bars", "nvml_bar1", "h200_bars", "bar1_measure",
+__all__ = ["MiB", "GiB", "K20_PROFILE", "errno_name", "bar_table", "own_bars", "gpu_bars", "KEPLER_RESOURCE",
+           "h200_resource", "nvml_bar1", "h200_bars", "bar1_measure",
            "bar1_recorded", "bar1_data", "bar1_sweep_widget", "bar1_figure", "dmabuf_probe", "live_or_recorded_dmabuf", "register_table",
            "bar1_model_figure"]
 
@@ -31,15 +32,24 @@ def errno_name(code: int | None) -> str:
     return f"{errno.errorcode.get(code, str(code))} ({os.strerror(code)})"
 
 
-def _bars_frame(bars: list[dict], bus: str | None, bar1_bytes: int | None, label: bool = True):
+def _bars_frame(bars: list[dict], bus: str | None, label: bool = True):
+    """BARs as a table; ``label`` names NVIDIA's BAR0/BAR1 by the order of the memory BARs (from
+    their flags), never by slot number or size."""
     import pandas as pd
 
-    rows = []
+    from ..hw.bars import nvidia_bar_name
+
+    rows, mem_index = [], 0
     for b in bars:
+        if b.get("bar") == "rom":
+            continue
+        is_mem = not b.get("io")
+        name = nvidia_bar_name({"mem_index": mem_index if is_mem else None})
+        mem_index += is_mem
         size = b.get("size_bytes")
         rows.append({"pci_bus_id": bus, "sysfs_bar": b.get("bar"), "size_bytes": size,
                      "size": _human(size), "prefetchable": b.get("prefetchable"), "is_64bit": b.get("is_64bit"),
-                     **({"nvidia_calls_it": "BAR1" if bar1_bytes and size == bar1_bytes else ""} if label else {})})
+                     **({"nvidia_calls_it": name} if label else {})})
     return pd.DataFrame(rows).dropna(axis=1, how="all")
 
 
@@ -52,18 +62,84 @@ def _human(n: int | None) -> str:
     return f"{n} B"
 
 
-def gpu_bars(root: str = "/") -> tuple[Any, str]:
-    """``(DataFrame of every NVIDIA GPU's BARs from sysfs resource files, why empty)``."""
+def _resource(root: str, bus_id: str) -> str | None:
+    from ..hw.sysfs import check_root, read_text
+
+    return read_text(check_root(root) / "sys/bus/pci/devices" / bus_id / "resource")
+
+
+def bar_table(text: str | None, bus_id: str | None = None, label: bool = False):
+    """The BARs of one ``resource`` file as a table laid out by their flags.
+
+    Columns: ``pci_bus_id``, ``sysfs_bar`` (slot), ``slots`` (``"2-3"`` for a 64-bit BAR),
+    ``kind`` (mem/io), ``size_bytes``, ``size``, ``flags`` (hex, as in the file), ``is_64bit``
+    (``flags & IORESOURCE_MEM_64``), ``prefetchable``, and with ``label`` ``nvidia_calls_it``.
+    """
     import pandas as pd
 
-    from ..hw import doctor_report
+    from ..hw.bars import bar_layout, nvidia_bar_name
 
-    report = doctor_report(root, probe_libs=False)
-    frames = [_bars_frame(g.get("bars") or [], g.get("pci_bus_id"), g.get("bar1_total_bytes"))
-              for g in report["gpus"]]
+    rows = [{"pci_bus_id": bus_id, "sysfs_bar": b["slot"], "slots": b["slots"], "kind": b["kind"],
+             "size_bytes": b["size_bytes"], "size": _human(b["size_bytes"]), "flags": f"0x{b['flags']:08x}",
+             "is_64bit": b["is_64bit"], "prefetchable": b["prefetchable"],
+             **({"nvidia_calls_it": nvidia_bar_name(b)} if label else {})} for b in bar_layout(text)]
+    return pd.DataFrame(rows)
+
+
+def own_bars(root: str = "/") -> tuple[Any, str]:
+    """``(DataFrame of the memory BARs of this machine's PCI devices, why empty)``, live from sysfs.
+
+    Bridges are left out (their windows are not BARs of a device); each row names the device's kind
+    from its PCI class (NVMe storage, Ethernet NIC, display/GPU, ...) and its vendor ID.
+    """
+    import pandas as pd
+
+    from ..hw.bars import device_kind
+    from ..hw.sysfs import pci_devices
+
+    try:
+        devices = pci_devices(root)
+    except (OSError, ValueError) as exc:
+        return pd.DataFrame(), f"cannot read sysfs: {exc}"
+    if not devices:
+        return pd.DataFrame(), "no PCI devices in /sys/bus/pci/devices (a container, or not Linux)"
+    frames = []
+    for d in devices:
+        if d["class_id"] is None or (d["class_id"] >> 16) == 0x06:  # bridges
+            continue
+        t = bar_table(_resource(root, d["pci_bus_id"]), d["pci_bus_id"])
+        if len(t):
+            t = t[t["kind"] == "mem"].drop(columns="kind")
+            t.insert(1, "device", device_kind(d["class_id"]))
+            t.insert(2, "vendor", f"0x{d['vendor_id']:04x}" if d["vendor_id"] is not None else "?")
+            frames.append(t)
+    if not frames:
+        return pd.DataFrame(), "no PCI device here has a memory BAR that sysfs shows"
+    out = pd.concat(frames, ignore_index=True)
+    out.attrs["provenance"] = {"kind": "live", "source": "sysfs resource files"}
+    return out, ""
+
+
+def gpu_bars(root: str = "/") -> tuple[Any, str]:
+    """``(DataFrame of every NVIDIA GPU's BARs from its sysfs resource file, why empty)``.
+
+    NVIDIA's BAR1 is found from the flags (the second memory BAR), not from a slot number:
+    slot 2 when BAR0 is 64-bit, slot 1 when BAR0 is 32-bit.
+    """
+    import pandas as pd
+
+    from ..hw.sysfs import pci_devices
+
+    try:
+        devices = pci_devices(root)
+    except (OSError, ValueError) as exc:
+        return pd.DataFrame(), f"cannot read sysfs: {exc}"
+    gpus = [d for d in devices if d["vendor_id"] == 0x10DE and d["class_id"] is not None
+            and (d["class_id"] >> 8) in (0x0300, 0x0302)]
+    frames = [bar_table(_resource(root, g["pci_bus_id"]), g["pci_bus_id"], label=True) for g in gpus]
     frames = [f for f in frames if len(f)]
     if not frames:
-        return pd.DataFrame(), report.get("gpus_reason") or "no NVIDIA GPU in sysfs"
+        return pd.DataFrame(), "no NVIDIA GPU in /sys/bus/pci/devices"
     return pd.concat(frames, ignore_index=True), ""
 
 
@@ -79,13 +155,44 @@ def nvml_bar1() -> tuple[Any, str]:
     return pd.DataFrame(rows), gpus.reason
 
 
+_ZERO = "0x0000000000000000 0x0000000000000000 0x0000000000000000"
+_FLAGS = {(True, True): 0x0014220C, (True, False): 0x00140204, (False, True): 0x00042208,
+          (False, False): 0x00040200}  # (64-bit, prefetchable) -> flags as Linux prints them
+# A Kepler-era GPU's resource file: BAR0 32-bit 16 MiB registers, BAR1 64-bit 256 MiB, a 64-bit
+# 32 MiB BAR and an I/O BAR, the layout lspci shows for a Tesla K20. The addresses are made up.
+KEPLER_RESOURCE = "\n".join([
+    "0x00000000f5000000 0x00000000f5ffffff 0x0000000000040200",
+    "0x00000000e0000000 0x00000000efffffff 0x000000000014220c", _ZERO,
+    "0x00000000f0000000 0x00000000f1ffffff 0x000000000014220c", _ZERO,
+    "0x000000000000e000 0x000000000000e07f 0x0000000000040101"])
+
+
+def _resource_line(start: int, bar: dict) -> str:
+    flags = 0x00040101 if bar.get("io") else _FLAGS[(bool(bar["is_64bit"]), bool(bar["prefetchable"]))]
+    return f"0x{start:016x} 0x{start + bar['size_bytes'] - 1:016x} 0x{flags:016x}"
+
+
+def h200_resource() -> str:
+    """The recorded H200's BARs written back as a sysfs ``resource`` file (slots, sizes and the
+    64-bit/prefetchable flags as recorded; the addresses are made up)."""
+    from .lab00 import h200_report
+
+    report, _ = h200_report()
+    lines, start = [_ZERO] * 6, 0x380000000000
+    for bar in report["gpus"][0]["bars"]:
+        if bar["bar"] != "rom":
+            lines[bar["bar"]] = _resource_line(start, bar)
+            start += max(bar["size_bytes"], 1 << 30)
+    return "\n".join(lines)
+
+
 def h200_bars(label: bool = False):
     """The H200's BARs as sysfs listed them (from its recorded report); ``label`` marks BAR1."""
     from .lab00 import h200_report
 
     report, _ = h200_report()
     g = report["gpus"][0]
-    df = _bars_frame(g.get("bars") or [], g.get("pci_bus_id"), g.get("bar1_total_bytes"), label)
+    df = _bars_frame(g.get("bars") or [], g.get("pci_bus_id"), label)
     df.attrs["provenance"] = report["provenance"]
     return df
 

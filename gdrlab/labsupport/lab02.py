@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-__all__ = ["DIRECTIONS", "MEMORIES", "P2P_PROFILE", "copy_profile", "copy_measure", "copy_data", "copy_model",
+__all__ = ["host_copy_live", "DIRECTIONS", "MEMORIES", "P2P_PROFILE", "copy_profile", "copy_measure", "copy_data", "copy_model",
            "copy_panel", "p2p_data", "p2p_model", "p2p_explorer", "alpha_beta_frame"]
 
 DIRECTIONS = ("h2d", "d2h")
@@ -157,3 +157,49 @@ def alpha_beta_frame(alpha_us: float, beta_gbps: float, sizes: Any = "8:256M", l
     df.attrs["provenance"] = {"kind": "modelled", "profile": f"{label} (alpha {alpha_us:.3g} us, "
                                                              f"beta {beta_gbps:.3g} GB/s)"}
     return df
+
+
+def host_copy_live(sizes: Any = None, repeats: int | None = None):
+    """Live, on any machine: the CPU copying host memory to host memory (``numpy.copyto``), as
+    rows of size, lat_p50_us, lat_min_us and bw_gbps, to fit with the same ``t = alpha + n / beta``.
+
+    Not a DMA: the CPU moves the bytes, and ``alpha`` is the cost of one Python call. Quick mode
+    measures fewer sizes and repeats. Buffers stay at or below 64 MiB.
+    """
+    import platform
+    import time
+
+    import numpy as np
+    import pandas as pd
+
+    from ..units import parse_sizes
+    from . import quick_mode
+
+    quick = quick_mode()
+    sizes = sizes if sizes is not None else ("8:16M" if quick else "8:64M")
+    repeats = repeats or (7 if quick else 31)
+    if repeats < 1:
+        raise ValueError("repeats must be at least 1")
+    grid = [int(n) for n in parse_sizes(sizes)]
+    if quick:
+        grid = grid[::2] + ([grid[-1]] if len(grid) % 2 == 0 else [])
+    rows = []
+    for n in grid:
+        if n > 64 << 20:
+            raise ValueError(f"size {n} is above the 64 MiB this measurement allows")
+        src = np.ones(n, dtype=np.uint8)
+        dst = np.empty_like(src)
+        np.copyto(dst, src)  # first touch: page faults are not part of a copy
+        times_us = []
+        for _ in range(repeats):
+            t0 = time.perf_counter_ns()
+            np.copyto(dst, src)
+            times_us.append((time.perf_counter_ns() - t0) / 1e3)
+        p50 = float(np.median(times_us))
+        rows.append({"size": n, "lat_p50_us": p50, "lat_min_us": float(min(times_us)),
+                     "bw_gbps": n / p50 / 1e3, "verified": bool(dst[-1] == 1)})
+    df = pd.DataFrame(rows)
+    df.attrs["provenance"] = {"kind": "live", "host": platform.node() or "this machine",
+                              "source": f"numpy.copyto, host to host memory, median of {repeats}"}
+    return df
+

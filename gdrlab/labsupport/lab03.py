@@ -17,12 +17,14 @@ from typing import Any
 import numpy as np
 
 from . import SIZE_TICKS, optional_module
+from .softroce import PYVERBS_BESIDE_GDRLAB, pyverbs_registrations, soft_roce_status
 
 __all__ = [
     "GPU_PAGE_BYTES", "HOST_PAGE_BYTES", "RegistrationModel", "REGISTRATION_MODELS", "peer_memory_status",
     "pyverbs_status", "verbs_status", "measure_registration", "registration_summary", "registration_explorer",
     "try_registrations", "registration_cost_table", "registration_figure", "state_machine_figure",
-    "reference_breakeven_reuses", "reference_gpu_pages",
+    "reference_breakeven_reuses", "reference_gpu_pages", "soft_roce_status", "pyverbs_registrations",
+    "PYVERBS_BESIDE_GDRLAB",
 ]
 
 GPU_PAGE_BYTES = 64 * 1024   # NVIDIA's peer-to-peer pages (nvidia_p2p_get_pages) are 64 KiB
@@ -137,17 +139,12 @@ def peer_memory_status(root: str = "/") -> dict:
 
 
 def pyverbs_status() -> dict:
-    """Whether rdma-core's Python binding (pyverbs) is importable: ``{"available", "reason"}``
-    (through :func:`gdrlab.verbs.pyverbs_status` where that module exists)."""
-    verbs, _ = optional_module("gdrlab.verbs")
-    if verbs is not None and hasattr(verbs, "pyverbs_status"):
-        try:
-            ok, why = verbs.pyverbs_status()
-            return {"available": bool(ok), "reason": str(why)}
-        except Exception as exc:  # report, do not fail the lab
-            return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
-    mod, why = optional_module("pyverbs")
-    return {"available": mod is not None, "reason": "pyverbs imports" if mod is not None else why}
+    """Whether rdma-core's Python binding (pyverbs) is usable here, and exactly why not:
+    :func:`gdrlab.hw.pyverbs.pyverbs_status` plus ``available`` (it imports)."""
+    from ..hw.pyverbs import pyverbs_status as status
+
+    st = status()
+    return {"available": st["importable"], **st}
 
 
 def _attempt(label: str, fn, success: str = "registered") -> dict:

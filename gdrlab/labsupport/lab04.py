@@ -341,10 +341,16 @@ class _null:
 
 
 def crossover_explorer(profile: str = "kepler-snb-2013"):
-    """Profile, placement and chunk-size controls over :func:`crossover_figure` (a FigureWidget
-    redrawn on every change). Under the autograder (NBGRADER_EXECUTION set): the static figure
-    only. Quick mode keeps the controls: they only redraw the model, start no thread, and are
-    what a learner (and the browser test) drives."""
+    """Profile, placement and chunk-size controls over :func:`crossover_figure`. Under the
+    autograder (NBGRADER_EXECUTION set): the static figure only. Quick mode keeps the controls:
+    they only redraw the model, start no thread, and are what a learner (and the browser test)
+    drives.
+
+    Each redraw shows a new FigureWidget built from the complete figure. A FigureWidget keeps, as
+    widget state, only the figure it was built with (later edits travel as one-off messages), and
+    a browser reload restores widgets from that state: built whole, the plot comes back with its
+    log axes and crossover marks as last drawn.
+    """
     import os
 
     if os.environ.get("NBGRADER_EXECUTION"):
@@ -357,19 +363,23 @@ def crossover_explorer(profile: str = "kepler-snb-2013"):
     place_box = w.Dropdown(options=["(profile default)"] + list(getattr(m, "PLACEMENTS", ())),
                            description="placement")
     chunk_box = w.SelectionSlider(options=[("default", 0)] + [(f"{k} KiB", k * 1024) for k in (16, 64, 128, 256, 512, 1024, 4096)],
-                                  value=0, description="chunk")
+                                  value=0, description="chunk", continuous_update=False)
     label = w.Label()
-    fig = go.FigureWidget()
+    controls = w.HBox([prof_box, place_box, chunk_box])
+    box = w.VBox([controls, label, go.FigureWidget(crossover_figure(profile))])
 
     def redraw(_change=None):
         placement = None if place_box.value == "(profile default)" else place_box.value
         try:
-            crossover_figure(prof_box.value, placement=placement, chunk=chunk_box.value or None, fig=fig)
-            label.value = ""
+            fig = go.FigureWidget(crossover_figure(prof_box.value, placement=placement, chunk=chunk_box.value or None))
         except Exception as exc:  # a parameter the model rejects: say so, keep the last curves
             label.value = f"{type(exc).__name__}: {exc}"
+            return
+        old = box.children[2]
+        box.children = (controls, label, fig)
+        old.close()
+        label.value = ""
 
-    for box in (prof_box, place_box, chunk_box):
-        box.observe(redraw, names="value")
-    redraw()
-    return w.VBox([w.HBox([prof_box, place_box, chunk_box]), label, fig])
+    for control in (prof_box, place_box, chunk_box):
+        control.observe(redraw, names="value")
+    return box

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 import numpy as np
 
 __all__ = [
-    "CODE_ORDER", "own_topology", "recorded_topology", "machine_names", "pair_table", "gpu_nic_pairs",
+    "CODE_ORDER", "own_topology", "own_pairs", "recorded_topology", "machine_names", "pair_table", "gpu_nic_pairs",
     "config_ab_table", "config_ab_figure", "reference_nearest", "reference_nccl_gdr", "describe",
     "tree_text", "tree_figure",
 ]
@@ -41,6 +41,68 @@ def own_topology(root: str = "/") -> tuple[Any, str]:
     else:
         msg = f"this machine has {g} GPU(s) and {n} RDMA NIC(s)"
     return topo, f"{topo.source}: {msg}"
+
+
+_OWN_CLASSES = {0x01: "storage", 0x02: "network", 0x03: "display", 0x12: "accelerator"}
+
+
+def _own_name(root: str, bus_id: str, base_class: int, counts: dict[str, int]) -> str:
+    """``eth0``/``nvme0`` where sysfs names the device's interface, else ``network0``/``display0``."""
+    from ..hw.sysfs import check_root
+
+    d = check_root(root) / "sys/bus/pci/devices" / bus_id
+    for sub in ("net", "nvme", "infiniband", "drm"):
+        try:
+            names = sorted(p.name for p in (d / sub).iterdir())
+        except OSError:
+            continue
+        names = [n for n in names if not n.startswith("renderD")]
+        if names:
+            return names[0]
+    kind = _OWN_CLASSES[base_class]
+    counts[kind] = counts.get(kind, -1) + 1
+    return f"{kind}{counts[kind]}"
+
+
+def own_pairs(root: str = "/") -> tuple[Any, str]:
+    """``(DataFrame of every pair of this machine's storage, network and display devices with
+    nvidia-smi's PCIe code and why, what was found)``, live from sysfs.
+
+    The same rule as ``nvidia-smi topo -m`` (a PCIe switch counts as one bridge), applied to the
+    devices any machine has: an NVMe drive and a network card are as near or as far apart as a
+    GPU and an RDMA NIC would be in those slots.
+    """
+    import pandas as pd
+
+    from ..hw.bars import device_kind
+    from ..topology import Topology, from_sysfs
+
+    try:
+        topo = from_sysfs(root)
+    except Exception as exc:  # no /sys (not Linux), unreadable tree: explain and go on
+        return pd.DataFrame(), f"could not read this machine's PCIe tree: {type(exc).__name__}: {exc}"
+    picked, counts = [], {}
+    for n in topo.root.walk():
+        cls = n.class_id
+        if n.kind != "device" or cls is None or (cls >> 8) not in _OWN_CLASSES:
+            continue
+        name = _own_name(root, n.bus_id, cls >> 8, counts)
+        picked.append(({"name": name, "kind": device_kind(cls << 8), "pci_bus_id": n.bus_id,
+                        "numa_node": None}, n))
+    if len(picked) < 2:
+        return pd.DataFrame(), (f"{topo.source}: {len(picked)} storage, network or display device(s) on the "
+                                "PCIe tree: no pair to classify here")
+    own = Topology(topo.root, picked, source=topo.source,
+                   provenance=topo.provenance)
+    rows = []
+    for i, (a, _) in enumerate(picked):
+        for b, _ in picked[i + 1:]:
+            code, why = own.pcie_code(a["name"], b["name"])
+            rows.append({"a": a["name"], "a_kind": a["kind"], "b": b["name"], "b_kind": b["kind"],
+                         "code": code, "why": why})
+    table = pd.DataFrame(rows)
+    table.attrs["provenance"] = {"kind": topo.provenance, "source": topo.source}
+    return table, f"{topo.source}: {len(picked)} devices, {len(rows)} pairs"
 
 
 def machine_names() -> dict[str, str]:

@@ -33,6 +33,7 @@ __all__ = [
     "wait_for_plot_change",
     "save_screenshot",
     "save_notebook_screenshot",
+    "save_and_reload",
     "collapse_left_sidebar",
     "markdown_problems",
 ]
@@ -83,6 +84,8 @@ _PLOTS_JS = """
     y_title: (gd._fullLayout && gd._fullLayout.yaxis && gd._fullLayout.yaxis.title &&
               gd._fullLayout.yaxis.title.text) || null,
     marker_paths: gd.querySelectorAll('.scatterlayer .trace path.point').length,
+    x_type: (gd._fullLayout && gd._fullLayout.xaxis && gd._fullLayout.xaxis.type) || null,
+    y_type: (gd._fullLayout && gd._fullLayout.yaxis && gd._fullLayout.yaxis.type) || null,
     traces: full.map(t => ({
       name: (t.name === undefined || t.name === null) ? null : String(t.name),
       type: t.type || 'scatter',
@@ -132,6 +135,33 @@ def open_notebook(
         f"kernel for {rel_path} not idle after {timeout_s:.0f} s: {server.kernel_states(rel_path)}\n"
         f"server log:\n{server.log_tail()}"
     )
+
+
+def save_and_reload(page: Any, server: LabServer, rel_path: str, timeout_s: float = 90.0) -> None:
+    """Save the notebook (Ctrl+S, as a learner would), reload the browser page, and wait until
+    the notebook is shown again with its kernel (still running on the server) idle.
+
+    JupyterLab reopens the notebook from disk and the widget manager restores each widget from
+    the kernel's copy of its state: what survives is what that state holds.
+    """
+    page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-InputPrompt").first.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+s")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:  # the tab's dirty marker goes away once saved
+        if not page.locator(".lm-TabBar-tab.jp-mod-dirty").count():
+            break
+        time.sleep(0.3)
+    else:
+        raise NotebookRunError(f"{rel_path}: not saved within {timeout_s:.0f} s")
+    page.reload(wait_until="domcontentloaded", timeout=timeout_s * 1000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=timeout_s * 1000)
+    while time.monotonic() < deadline:
+        _accept_kernel_dialog(page)
+        if server.kernel_states(rel_path) == ["idle"]:
+            return
+        time.sleep(0.3)
+    raise NotebookRunError(f"{rel_path}: kernel not idle after the reload: {server.kernel_states(rel_path)}")
 
 
 def _accept_kernel_dialog(page: Any) -> None:

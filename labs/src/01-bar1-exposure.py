@@ -1,0 +1,335 @@
+# %% [markdown] id="01-title"
+# # Lab 01: BAR1 exposure
+#
+# Lab 00 named the three parts GPUDirect RDMA needs. This lab is about the first: how GPU memory
+# becomes something another PCIe device can address at all. A PCIe device shows the rest of the
+# machine a few *Base Address Registers* (BARs): windows of bus addresses that reach into the
+# device. An NVIDIA GPU's **BAR1** is a window onto its memory; whatever is mapped into it can be
+# read and written by the CPU or by another device, such as an RDMA adapter.
+#
+# **Learning goals**
+#
+# 1. Read a GPU's BAR sizes from sysfs and from NVML, and match NVIDIA's "BAR1" to sysfs's numbering.
+# 2. Watch BAR1 use grow while GPU memory is allocated.
+# 3. Export GPU memory as a dma-buf and see that the CPU cannot map it: dma-buf is for devices.
+# 4. Hit the wall of a small BAR1 (a Tesla K20 had 256 MB) in the model, and compute it.
+#
+# **Live on** a machine with an NVIDIA GPU; the BARs of your own PCI devices (NVMe, network card,
+# integrated GPU) are read live on any Linux machine. Elsewhere the lab shows data recorded on an
+# NVIDIA H200 and the model, and says so above each result.
+#
+# | duration | prerequisites |
+# |---|---|
+# | 40 min (reading 15, running 10, exercises 15) | lab 00; virtual and physical addresses; powers of two (MiB, GiB) |
+#
+# **Glossary**
+#
+# - **BAR** (base address register): a window of bus addresses through which the rest of the
+#   machine reaches into a PCIe device; a 64-bit BAR occupies two of the six slots.
+# - **BAR1**: NVIDIA's name for the BAR that exposes GPU memory. Its sysfs slot depends on whether
+#   BAR0 is 32-bit or 64-bit, so find it by its flags and size, not by a slot number.
+# - **MMIO**: memory-mapped I/O, device registers or memory reached with loads and stores.
+# - **prefetchable**: a BAR whose reads have no side effects; large memory windows are.
+# - **Above 4G decoding / Resizable BAR**: firmware settings that let a BAR be larger than the
+#   space below 4 GiB allows.
+# - **dma-buf**: the Linux framework (since 3.3) for sharing a buffer between devices; Linux 5.12
+#   added the RDMA importer (`ibv_reg_dmabuf_mr`).
+# - **NVML**: NVIDIA's management library, what `nvidia-smi` prints from.
+
+# %% id="01-cuda-status"
+from IPython.display import display
+
+from gdrlab import engine, grading, model
+from gdrlab.errors import VerbsError
+from gdrlab.labsupport import lab01
+from gdrlab.recorded import provenance_label
+from gdrlab.widgets import diagram, quick_mode
+
+QUICK = quick_mode()
+GPU = engine.cuda_status()
+print("quick mode:", QUICK, "| CUDA usable here:", GPU["usable"], "" if GPU["usable"] else "(" + GPU["reason"] + ")")
+
+# %% [markdown] id="01-gpu-bar-windows"
+# ## 1. A GPU's BARs
+#
+# A modern NVIDIA GPU has three memory BARs. NVIDIA numbers them in order: BAR0 (registers), BAR1
+# (the memory window) and a third, small one the driver uses for itself. Linux numbers BAR *slots*
+# (0 to 5), and a 64-bit BAR takes two slots, its own and the next. So the slot of NVIDIA's BAR1
+# depends on BAR0's width: on the H200 every BAR is 64-bit and sysfs lists the three as slots 0, 2
+# and 4 (BAR1 is slot 2); on most earlier GPUs BAR0 is 32-bit and BAR1 is slot 1. The reliable way
+# is to read the flags: BAR1 is the second **memory** BAR. On the H200 the window is 256 GiB, larger
+# than the GPU's 141 GB of memory, so all of it can be exposed at once.
+
+# %% id="01-diagram"
+diagram("bar1")
+
+# %% [markdown] id="01-diagram-note"
+# `gdrlab.hw` reads the sizes from each device's sysfs `resource` file (text only: the BAR files
+# themselves are never opened) and from NVML (`nvmlDeviceGetBAR1MemoryInfo`, what `nvidia-smi -q`
+# prints under "BAR1 Memory Usage").
+
+# %% id="01-gpu-bars"
+bars, why = lab01.gpu_bars()
+if len(bars):
+    print("live, this machine (sysfs):")
+    display(bars)
+else:
+    print("no GPU BARs here:", why)
+nvml, why = lab01.nvml_bar1()
+if len(nvml):
+    print("live, this machine (NVML):")
+    display(nvml)
+else:
+    print("NVML:", why)
+h200_bars = lab01.h200_bars()
+print(provenance_label(h200_bars), "(sysfs resource file):")
+h200_bars
+
+# %% [markdown] id="01-own-bars-intro"
+# ### Your own machine's BARs (live on any Linux machine)
+#
+# GPUs are not the only devices with BARs: your NVMe drive exposes its registers through one, so
+# does your network card, and an integrated GPU has a window onto memory. Each line of `/sys/bus/pci/devices/<device>/resource` is one
+# slot: start address, end address and the kernel's flags, all in hex. The flags say what the
+# slot is (`include/linux/ioport.h`):
+#
+# | flag | value | meaning |
+# |---|---|---|
+# | `IORESOURCE_IO` | `0x00000100` | an I/O-port BAR |
+# | `IORESOURCE_MEM` | `0x00000200` | a memory BAR |
+# | `IORESOURCE_PREFETCH` | `0x00002000` | prefetchable: reads have no side effects |
+# | `IORESOURCE_MEM_64` | `0x00100000` | 64-bit: this BAR also uses the next slot |
+#
+# The table below is this machine's memory BARs, laid out from those flags (`slots` shows the pair
+# a 64-bit BAR takes). Small non-prefetchable BARs are registers; large prefetchable ones are
+# windows onto memory, like a GPU's BAR1.
+
+# %% id="01-own-bars"
+mine, why = lab01.own_bars()
+if len(mine):
+    print(f"live, this machine: {len(mine)} memory BARs of {mine['pci_bus_id'].nunique()} PCI devices")
+    display(mine)
+else:
+    print("no BARs to show here:", why)
+
+
+# %% [markdown] id="01-bar1-use-while-allocating"
+# ## 2. BAR1 use while allocating
+#
+# On the H200 the driver maps every allocation into BAR1 as it is made, so NVML's "BAR1 used"
+# follows `cudaMalloc`: allocate 1 GiB, see about 1 GiB more BAR1 in use. On older GPUs with a
+# small BAR1 the driver maps on demand instead (when a peer or gdrcopy asks), because there is
+# not enough window for everything.
+#
+# Live, the widget allocates each size with `gdrlab.engine.Buffer(size, "device")`, reads NVML
+# before and after, and frees the buffer.
+
+# %% id="01-bar1-sweep-widget"
+if GPU["usable"] and not QUICK:
+    sweep = lab01.bar1_sweep_widget("64M:16G")
+    display(sweep)
+    sweep.start()
+else:
+    bar1 = lab01.bar1_data("64M:16G")  # a few sizes live in quick mode, else recorded
+    print(bar1.why)
+    if bar1.data is not None:
+        display(lab01.bar1_figure(bar1.data))
+
+# %% [markdown] id="01-dma-buf-devices-not"
+# ## 3. A dma-buf is for devices, not for the CPU
+#
+# Since Linux 5.12 the kernel can hand a device's memory to another device as a **dma-buf**: a
+# file descriptor standing for the memory. CUDA 11.7+ exports GPU memory this way
+# (`cuMemGetHandleForAddressRange(..., CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD)`) and the RDMA stack
+# imports it (`ibv_reg_dmabuf_mr`): no `nvidia-peermem` module needed. The fd is not a way for
+# the CPU to reach GPU memory: trying to `mmap` it fails.
+#
+# > **A correction.** `cudaHostRegister()` is sometimes described as the call that "registers GPU
+# > memory" for RDMA. It page-locks **host** memory so the GPU's copy engines can DMA it (lab 02
+# > measures why that matters). GPU memory reaches an RDMA adapter only through BAR1, by
+# > `nvidia-peermem` or by a dma-buf like the one below.
+
+# %% id="01-live-or-recorded-dmabuf"
+dmabuf = lab01.live_or_recorded_dmabuf()
+print(dmabuf.why)
+if dmabuf.data is not None:
+    for row in dmabuf.data.to_dict("records"):
+        print(f"exported {row['size']:>11,} B -> fd of {row['fd_size']:>11,} B; CPU mmap: "
+              f"{lab01.errno_name(row['cpu_mmap_errno'])}")
+
+# %% [markdown] id="01-wall-k20-256"
+# ## 4. The wall: a K20's 256 MB BAR1
+#
+# Registering GPU memory with an RDMA adapter maps it into BAR1 (in 64 KiB GPU pages), and the
+# driver keeps part of BAR1 for itself. On a Tesla K20 the whole window was 256 MB, so an MPI
+# library that registered a large GPU buffer got `ENOMEM` from `ibv_reg_mr`. The model keeps the
+# same books (`gdrlab.model.register_mr`): here is profile `kepler-snb-2013` (K20 + ConnectX-3).
+
+# %% id="01-register-table"
+table = lab01.register_table(lab01.K20_PROFILE)
+print(provenance_label(table))
+display(table[["size", "registered", "bar1_left", "error"]])
+lab01.bar1_model_figure()
+
+# %% [markdown] id="01-exercise-1-2-points"
+# ### Exercise 1 (2 points): the largest registration on a K20
+#
+# Set `k20_max_register_bytes` to the largest number of bytes of GPU memory one `ibv_reg_mr` can
+# register on the `kepler-snb-2013` profile. Compute it from the profile's parameters
+# (`model.get_profile(lab01.K20_PROFILE).params`: `bar1_bytes`, `bar1_reserved_bytes`,
+# `gpu_page_bytes`), not by trial and error.
+
+# %% id="ex1-k20-max" nbgrader={"grade": false, "grade_id": "ex1-k20-max", "locked": false, "schema_version": 3, "solution": true}
+k20 = model.get_profile(lab01.K20_PROFILE).params
+### BEGIN SOLUTION
+page = int(k20["gpu_page_bytes"])
+k20_max_register_bytes = int(k20["bar1_bytes"] - k20["bar1_reserved_bytes"]) // page * page
+### END SOLUTION
+print(k20_max_register_bytes / 2**20, "MiB")
+
+# %% id="test-ex1-k20-max" nbgrader={"grade": true, "grade_id": "test-ex1-k20-max", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+grading.check_between(k20_max_register_bytes, 1 << 20, 256 << 20, name="k20_max_register_bytes",
+                      unit="bytes", hint="a K20's whole BAR1 is 256 MB")
+### BEGIN HIDDEN TESTS
+model.register_mr(lab01.K20_PROFILE, int(k20_max_register_bytes))  # must fit
+try:
+    model.register_mr(lab01.K20_PROFILE, int(k20_max_register_bytes) + 1)
+except VerbsError as exc:
+    grading.check_equal(exc.errno, 12, name="errno one byte past the limit")
+else:
+    raise AssertionError("one byte more still registers: the answer is below the limit")
+### END HIDDEN TESTS
+
+# %% [markdown] id="01-exercise-2-2-points"
+# ### Exercise 2 (2 points): how many 64 MiB buffers at once?
+#
+# An application registers 64 MiB GPU buffers one after another and keeps them all registered.
+# Set `k20_buffers_64mib` to how many fit on the K20 profile before `ibv_reg_mr` fails. You may
+# compute it, or ask the model: `model.register_mr(profile, nbytes, in_use_bytes=...)` raises
+# `VerbsError` (errno `ENOMEM`) when a registration does not fit beside what is in use.
+
+# %% id="ex2-k20-count" nbgrader={"grade": false, "grade_id": "ex2-k20-count", "locked": false, "schema_version": 3, "solution": true}
+### BEGIN SOLUTION
+k20_buffers_64mib = 0
+while True:
+    try:
+        model.register_mr(lab01.K20_PROFILE, 64 << 20, in_use_bytes=k20_buffers_64mib * (64 << 20))
+    except VerbsError:
+        break
+    k20_buffers_64mib += 1
+### END SOLUTION
+print(k20_buffers_64mib, "buffers of 64 MiB")
+
+# %% id="test-ex2-k20-count" nbgrader={"grade": true, "grade_id": "test-ex2-k20-count", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+grading.check_true(isinstance(k20_buffers_64mib, int), "k20_buffers_64mib should be a whole number")
+### BEGIN HIDDEN TESTS
+k20 = model.get_profile(lab01.K20_PROFILE).params
+grading.check_equal(k20_buffers_64mib, int(k20["bar1_bytes"] - k20["bar1_reserved_bytes"]) // (64 << 20),
+                    name="k20_buffers_64mib", hint="the driver keeps part of BAR1 for itself")
+grading.check_true(k20_buffers_64mib < 4, "four 64 MiB buffers are the whole 256 MB: some is reserved")
+### END HIDDEN TESTS
+
+# %% [markdown] id="01-exercise-3-1-point"
+# ### Exercise 3 (1 point): find NVIDIA's BAR1 from the flags
+#
+# Write `bar1_slot(resource_text)`: given the text of a GPU's sysfs `resource` file, return the slot
+# number (0-5) that holds what NVIDIA and `nvidia-smi` call BAR1. Use the flags, not the sizes:
+# skip empty slots and I/O BARs, remember that a 64-bit BAR also takes the next slot, and count the
+# memory BARs in order. Two files to try it on: the recorded H200's BARs (`lab01.h200_resource()`)
+# and a Kepler-era layout with a 32-bit BAR0 (`lab01.KEPLER_RESOURCE`, addresses made up).
+
+# %% id="ex3-sysfs-index" nbgrader={"grade": false, "grade_id": "ex3-sysfs-index", "locked": false, "schema_version": 3, "solution": true}
+def bar1_slot(resource_text):
+    """The sysfs slot of NVIDIA's BAR1 (the second memory BAR) in a ``resource`` file."""
+    ### BEGIN SOLUTION
+    memory_bars, skip_next = [], False
+    for slot, line in enumerate(resource_text.splitlines()[:6]):
+        if skip_next:
+            skip_next = False
+            continue
+        start, end, flags = (int(field, 16) for field in line.split()[:3])
+        if (start, end) == (0, 0) or not flags & 0x200:
+            continue
+        memory_bars.append(slot)
+        skip_next = bool(flags & 0x00100000)
+    return memory_bars[1]
+    ### END SOLUTION
+
+
+h200_bar1_sysfs_index = bar1_slot(lab01.h200_resource())
+print("H200: BAR1 is sysfs slot", h200_bar1_sysfs_index, "| Kepler layout:", bar1_slot(lab01.KEPLER_RESOURCE))
+
+# %% id="test-ex3-sysfs-index" nbgrader={"grade": true, "grade_id": "test-ex3-sysfs-index", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+grading.check_true(h200_bar1_sysfs_index in (0, 1, 2, 3, 4, 5), "a sysfs BAR number is 0 to 5")
+### BEGIN HIDDEN TESTS
+grading.check_equal(h200_bar1_sysfs_index, 2, name="h200_bar1_sysfs_index",
+                    hint="every H200 BAR is 64-bit: slots 0-1, 2-3, 4-5")
+grading.check_equal(bar1_slot(lab01.KEPLER_RESOURCE), 1, name="bar1_slot(KEPLER_RESOURCE)",
+                    hint="BAR0 is 32-bit there (no IORESOURCE_MEM_64 flag): it takes one slot")
+_io_first = """0x1000 0x107f 0x40101
+0xf5000000 0xf5ffffff 0x40200
+0xe0000000 0xefffffff 0x14220c
+0x0 0x0 0x0
+0x0 0x0 0x0
+0x0 0x0 0x0"""
+grading.check_equal(bar1_slot(_io_first), 2, name="bar1_slot(I/O BAR first)",
+                    hint="I/O BARs are not memory BARs: skip them")
+### END HIDDEN TESTS
+
+# %% [markdown] id="01-written-question"
+# ## Written answer (2 points, graded by hand)
+#
+# In three to five sentences: why could a K20 not register a single 240 MiB GPU buffer for RDMA in
+# the model, while an H200 can expose all of its memory? Use the words BAR1, bus address and HCA,
+# and say which of the K20 numbers are measured and which are assumed.
+
+# %% [markdown] id="explain-bar1-wall" nbgrader={"grade": true, "grade_id": "explain-bar1-wall", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# An HCA can only DMA to bus addresses, and GPU memory has bus addresses only where it is mapped
+# into the GPU's BAR1 window; registering GPU memory for RDMA therefore maps it into BAR1. The
+# K20's BAR1 is 256 MB and the driver keeps part of it for itself, so in the model (which assumes
+# a 32 MiB reserve, not a measured figure) 224 MiB fits and 240 MiB does not. The H200's BAR1 is
+# 256 GiB, larger than its 141 GB of memory, so every byte can be mapped at once. The 256 MB BAR1
+# is the K20's published size; the reserve and the resulting limits are modelled.
+
+# %% [markdown] id="01-you-saw"
+# ## What you saw
+#
+# * A GPU exposes its memory on the PCIe bus through one BAR. NVIDIA calls it BAR1: the second
+#   memory BAR, whose sysfs slot the flags decide (slot 2 on the H200, whose BAR0 is 64-bit; slot 1
+#   where BAR0 is 32-bit). Every PCI device on your own machine lists its BARs the same way. On the
+#   H200 BAR1 is 256 GiB, more than the 141 GB of memory behind it.
+# * On the H200, BAR1 use followed allocation almost byte for byte (about 1 GiB per GiB
+#   allocated, above a baseline of about 0.5 GiB the driver uses): this GPU maps everything,
+#   because it can.
+# * A dma-buf of GPU memory had the buffer's size but the CPU could not map it (errno 524,
+#   `ENOTSUPP`, on the H200): it exists so that *devices* such as an RDMA adapter can import GPU
+#   memory. `cudaHostRegister` is a different thing altogether: it pins host memory.
+# * A K20's window was 256 MB, less what the driver kept: one registration of 224 MiB fitted,
+#   240 MiB failed with `ENOMEM`, and only three 64 MiB buffers could be registered at once. That
+#   is why early GPUDirect RDMA codes registered small, reused buffers, and why lab 03's
+#   registration caches matter. Lab 02 turns to the second part: DMA between PCIe devices.
+
+# %% [markdown] id="01-on-your-cluster"
+# ## On your cluster
+#
+# ```
+# nvidia-smi -q -d MEMORY | sed -n '/BAR1/,/Free/p'       # BAR1 total, used, free
+# sudo lspci -vvv -d 10de: | grep -E '^[0-9a-f]|Region|Resizable|BAR [0-9]'
+# cat /sys/bus/pci/devices/0000:BUS:DEV.FN/resource        # start end flags, one line per slot
+# ```
+#
+# What to look for:
+#
+# - `BAR1 Memory Usage / Total`: 256 MiB on GPUs without Resizable BAR; tens of GiB (or more than
+#   the GPU's memory) with it. Watch `Used` while a job registers memory: the driver maps what peers
+#   need through this window. How much it maps up front depends on the GPU and the driver: what
+#   lab 01 showed for the H200 is one machine, so look at yours.
+# - `lspci`'s `Region N` lines use the same slot numbers as sysfs: find the large
+#   `(64-bit, prefetchable)` region. It is NVIDIA's BAR1, whatever its slot (1 when BAR0 is 32-bit,
+#   2 when BAR0 is 64-bit).
+# - `Physical Resizable BAR`: the current size of each resizable BAR and the sizes it supports;
+#   firmware settings (Above 4G decoding, Resizable BAR) decide which one you get.
+#
+# Two-node runs with gdrlab, and what each failure message means:
+# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../../../docs/cheatsheet.md) (both in the gdrlab repository).

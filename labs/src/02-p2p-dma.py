@@ -1,0 +1,312 @@
+# %% [markdown] id="02-title"
+# # Lab 02: P2P DMA
+#
+# Lab 01 showed that a GPU exposes its memory as a PCIe window (BAR1). The second part of
+# GPUDirect RDMA is that *another device* can aim its DMA at such a window. Before any RDMA
+# adapter does that, two engines you already own do it all day: the GPU's **copy engine**
+# (DMA between host memory and GPU memory) and, between two GPUs, **peer-to-peer DMA**
+# (GPUDirect P2P, CUDA 4.0, 2011). This lab measures both.
+#
+# **Learning goals**
+#
+# 1. Measure copy-engine latency and bandwidth, host to device and back, and describe the curve
+#    with two numbers: a fixed cost `alpha` and a streaming rate `beta` (`t = alpha + n / beta`).
+# 2. See why *pinned* host memory matters: pageable copies are several times slower.
+# 3. Compare GPU-to-GPU copies with peer access on (one DMA over NVLink or PCIe) and off (the
+#    driver stages through host memory).
+# 4. Overlay the model and say where it agrees with the measurement and where it does not.
+#
+# **Live on** a machine with an NVIDIA GPU (two or more for the peer part); the CPU's own copy is
+# measured live on any machine. Elsewhere, data recorded on an NVIDIA H200 (one GPU) and on a
+# 2x H200 machine, and the model.
+#
+# | duration | prerequisites |
+# |---|---|
+# | 45 min (reading 15, running 10, exercises 20) | lab 00; lab 01 section 1; reading a log-log plot |
+#
+# **Glossary**
+#
+# - **copy engine**: the GPU's DMA engine for copies to and from host memory and peers.
+# - **pageable / pinned memory**: ordinary host memory the OS may move, against page-locked memory a
+#   device can DMA into directly.
+# - **alpha / beta**: the fixed cost of one transfer and its streaming rate, `t = alpha + n / beta`.
+# - **PCIe peer-to-peer (P2P)**: one PCIe device DMAs into another's BAR, through a switch or the
+#   root complex; a NIC writing into a GPU's BAR1 is this.
+# - **NVLink P2P**: GPU-to-GPU copies over NVLink, which never pass through a PCIe BAR window.
+# - **root complex**: where the CPU's PCIe tree starts; peer traffic through it can be slow.
+
+# %% id="02-cuda-status"
+import numpy as np
+from IPython.display import display
+
+from gdrlab import engine, grading
+from gdrlab.labsupport import lab02
+from gdrlab.widgets import diagram, plot_sweep, quick_mode
+
+QUICK = quick_mode()
+GPU = engine.cuda_status()
+print("quick mode:", QUICK, "| CUDA usable here:", GPU["usable"], "" if GPU["usable"] else "(" + GPU["reason"] + ")")
+print("model profile for copies:", lab02.copy_profile())
+
+# %% [markdown] id="02-copy-engine-pinned-memory"
+# ## 1. The copy engine and pinned memory
+#
+# `cudaMemcpy` from host to GPU is a DMA by one of the GPU's copy engines, reading host memory
+# over PCIe. A DMA engine needs physical pages that stay put. **Pinned** (page-locked) host
+# memory, from `cudaHostAlloc` or `cudaHostRegister` on an existing buffer, gives it exactly
+# that. **Pageable** memory (plain `malloc`) does not, so the driver first copies it with the CPU
+# into a pinned staging buffer of its own and DMAs from there, chunk by chunk.
+#
+# (`cudaHostRegister` is about *host* memory. It does not make GPU memory visible to an RDMA
+# adapter: that is lab 03's business.)
+
+# %% id="02-diagram"
+diagram("copy-engine")
+
+# %% [markdown] id="02-live-copy-engine-sweep"
+# ### Live: a copy-engine sweep
+#
+# Choose the direction, the kind of host memory and the model profile; press **Start**. The
+# recorded H200 sweep (dotted) and the model (dashed) for the same copy are drawn first, so you
+# can watch your machine's points land relative to them. Each point is the median of many
+# synchronous copies (`cuMemcpyAsync` + stream synchronize, timed on the host clock).
+
+# %% id="02-copy-panel"
+if GPU["usable"] and not QUICK:
+    panel = lab02.copy_panel("8:256M", y="bw_gbps")
+    display(panel)
+    panel.sweep().start()
+else:
+    print("no live sweep:", GPU["reason"] if not GPU["usable"] else "quick mode")
+
+# %% [markdown] id="02-copy-panel-note"
+# All four copies side by side (live where a GPU is, otherwise recorded on the H200), bandwidth
+# and then latency:
+
+# %% id="02-copy-data"
+copies = {f"{d} {m}": lab02.copy_data(d, m) for d in lab02.DIRECTIONS for m in lab02.MEMORIES}
+for name, res in copies.items():
+    print(f"{name:13s}: {res.why}")
+shown = {name: res.data for name, res in copies.items() if res.data is not None}
+model = {f"{d} {m}": lab02.copy_model(d, m) for d in lab02.DIRECTIONS for m in lab02.MEMORIES}
+display(plot_sweep(shown, y="bw_gbps", model=model, title="copy-engine bandwidth"))
+plot_sweep(shown, y="lat_p50_us", model=model, title="copy-engine latency")
+
+
+# %% [markdown] id="02-copy-data-note"
+# Two regimes: below a few KiB every copy costs about the same (5-7 us on the H200: launching the
+# copy and waiting for it, not moving bytes); above a few MiB the time grows with size at the
+# link's streaming rate (about 55 GB/s pinned, of the 63 GB/s a PCIe Gen5 x16 link carries).
+#
+# ### Exercise 1 (3 points): fit `alpha` and `beta`
+#
+# Write `fit_alpha_beta(sizes, times_us)` that returns `(alpha_us, beta_gbps)` for the model
+# `t = alpha + n / beta`, with `t` in microseconds, `n` in bytes and `beta` in GB/s (1 GB/s =
+# 1e9 bytes/s = 1e3 bytes/us). A straight-line least-squares fit of `t` against `n` works
+# (`np.polyfit(n, t, 1)`; weighting by `1 / t` keeps the small sizes from being ignored). The
+# tests use exact synthetic data first, then the recorded H200 sweep.
+
+# %% id="ex1-alpha-beta" nbgrader={"grade": false, "grade_id": "ex1-alpha-beta", "locked": false, "schema_version": 3, "solution": true}
+def fit_alpha_beta(sizes, times_us):
+    ### BEGIN SOLUTION
+    n = np.asarray(sizes, dtype=float)
+    t = np.asarray(times_us, dtype=float)
+    slope_us_per_byte, alpha_us = np.polyfit(n, t, 1, w=1 / t)
+    return float(alpha_us), float(1 / slope_us_per_byte / 1e3)
+    ### END SOLUTION
+
+
+h2d = grading.dataset("h200-copy-h2d-pinned")  # recorded: the same data on every machine
+alpha_us, beta_gbps = fit_alpha_beta(h2d["size"], h2d["lat_p50_us"])
+print(f"H200 pinned H2D: alpha = {alpha_us:.2f} us, beta = {beta_gbps:.1f} GB/s")
+
+# %% id="test-ex1-alpha-beta" nbgrader={"grade": true, "grade_id": "test-ex1-alpha-beta", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+n = np.array([8, 4096, 1 << 20, 1 << 26], dtype=float)
+grading.check_function_cases(lambda s, t: tuple(round(v, 6) for v in fit_alpha_beta(s, t)),
+                             [((n, 5.0 + n / 50e3), (5.0, 50.0))], name="fit_alpha_beta")
+### BEGIN HIDDEN TESTS
+a, b = fit_alpha_beta(n, 1.5 + n / 12e3)
+grading.check_close(a, 1.5, rel=1e-3, name="alpha_us for t = 1.5 + n/12e3")
+grading.check_close(b, 12.0, rel=1e-3, name="beta_gbps for t = 1.5 + n/12e3")
+# The recorded H200 sweep: a few-microsecond launch cost and about 55 GB/s.
+grading.check_between(alpha_us, 3.0, 10.0, name="alpha_us on the H200", unit="us")
+grading.check_between(beta_gbps, 45.0, 65.0, name="beta_gbps on the H200", unit="GB/s")
+### END HIDDEN TESTS
+
+# %% [markdown] id="02-ex1-alpha-beta-note"
+# The fit drawn over the recorded points, with the model of the same copy:
+
+# %% id="02-alpha-beta-frame"
+plot_sweep({"pinned H2D": h2d}, y="lat_p50_us", title="alpha-beta fit, H2D pinned",
+           model=[lab02.alpha_beta_frame(alpha_us, beta_gbps), lab02.copy_model("h2d", "pinned")])
+
+# %% [markdown] id="02-alpha-beta-frame-note"
+# The straight line misses the middle sizes (64 KiB to 1 MiB) a little: there the copy engine
+# has not yet reached its streaming rate. The model adds a ramp term for that
+# (`ce_ramp_us`, `ce_ramp_bytes`); two numbers describe the ends of the curve, not every point.
+#
+# ### Exercise 2 (2 points): the price of pageable memory
+#
+# Using the recorded H200 sweeps `grading.dataset("h200-copy-h2d-pinned")` and
+# `grading.dataset("h200-copy-h2d-pageable")`, set `pinned_over_pageable` to the ratio of their
+# bandwidths (`bw_gbps`) at the **largest size both contain**.
+
+# %% id="ex2-pageable" nbgrader={"grade": false, "grade_id": "ex2-pageable", "locked": false, "schema_version": 3, "solution": true}
+pinned = grading.dataset("h200-copy-h2d-pinned")
+pageable = grading.dataset("h200-copy-h2d-pageable")
+### BEGIN SOLUTION
+largest = max(set(pinned["size"]) & set(pageable["size"]))
+pinned_over_pageable = float(pinned.loc[pinned["size"] == largest, "bw_gbps"].iloc[0]
+                             / pageable.loc[pageable["size"] == largest, "bw_gbps"].iloc[0])
+### END SOLUTION
+print(f"pinned is {pinned_over_pageable:.1f}x faster than pageable")
+
+# %% id="test-ex2-pageable" nbgrader={"grade": true, "grade_id": "test-ex2-pageable", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+grading.check_between(pinned_over_pageable, 1.0, 20.0, name="pinned_over_pageable",
+                      hint="pinned bandwidth divided by pageable bandwidth")
+### BEGIN HIDDEN TESTS
+_p = grading.dataset("h200-copy-h2d-pinned").set_index("size")["bw_gbps"]
+_q = grading.dataset("h200-copy-h2d-pageable").set_index("size")["bw_gbps"]
+_n = max(set(_p.index) & set(_q.index))
+grading.check_close(pinned_over_pageable, _p[_n] / _q[_n], rel=0.01, name="pinned_over_pageable",
+                    hint="use the largest size present in both sweeps")
+grading.check_between(pinned_over_pageable, 2.0, 10.0, name="pinned_over_pageable")
+### END HIDDEN TESTS
+
+# %% [markdown] id="02-host-copy-intro"
+# ### Live on any machine: the CPU's own copy
+#
+# No GPU is needed to see the two regimes. The cell below times this machine's CPU copying host
+# memory to host memory (`numpy.copyto`, median of several runs per size) and fits it with your
+# `fit_alpha_beta`. This is not a DMA: the CPU moves the bytes, and `alpha` is mostly the cost of
+# one Python call. Expect a third regime the copy engine does not show: sizes that fit in the
+# CPU's caches copy faster than the memory behind them can stream, so the rate drops once a buffer
+# outgrows the last-level cache. Two numbers describe the ends of a curve, not every point.
+
+# %% id="02-host-copy-live"
+mine = lab02.host_copy_live()
+try:
+    a_host, b_host = fit_alpha_beta(mine["size"], mine["lat_p50_us"])
+except NotImplementedError:
+    a_host = b_host = None
+    print("finish exercise 1 to fit these points")
+if a_host is not None:
+    print(f"live, this machine's CPU (numpy.copyto): alpha = {a_host:.2f} us, beta = {b_host:.1f} GB/s")
+fits = [lab02.alpha_beta_frame(a_host, b_host, sizes="8:64M", label="your fit")] if a_host is not None else []
+plot_sweep({"host memcpy": mine}, y="lat_p50_us", title="host to host copy by the CPU (live)", model=fits)
+
+
+# %% [markdown] id="02-gpu-gpu-peer-access"
+# ## 2. GPU to GPU: peer access on and off
+#
+# Two GPUs on one machine can copy to each other in two ways. With **peer access on**
+# (`cudaDeviceEnablePeerAccess`), one GPU's copy engine writes straight into the other's memory
+# over NVLink or PCIe: P2P DMA, the same mechanism an RDMA adapter uses with GPUDirect RDMA. With
+# it **off**, the driver copies into host memory and out again.
+
+# %% id="02-diagram-2"
+diagram("p2p")
+
+# %% id="02-p2p-data"
+p2p = lab02.p2p_data("8:256M")
+print(p2p.why)
+if p2p.data is not None:
+    data = {("peer access on" if on else "peer access off"): df
+            for on, df in p2p.data.groupby("peer_access", sort=False)}
+    for df in data.values():
+        df.attrs["provenance"] = p2p.data.attrs["provenance"]
+    display(plot_sweep(data, y="bw_gbps", model=lab02.p2p_model(), title="GPU to GPU bandwidth"))
+    display(plot_sweep(data, y="lat_p50_us", model=lab02.p2p_model(), title="GPU to GPU latency"))
+
+# %% [markdown] id="02-p2p-data-note"
+# The model's P2P parameters on sliders (profile `hopper-ndr`, whose P2P figures come from the 2x
+# H200 machine). Move `p2p_gbps` down to about 24 GB/s, the seed article's P2P figure for PCIe
+# Gen3-era GPUs, and see how much of the gap to staging through host memory is left.
+
+# %% id="02-p2p-explorer"
+explorer = lab02.p2p_explorer("8:256M", y="bw_gbps")
+explorer
+
+# %% [markdown] id="02-exercise-3-2-points"
+# ### Exercise 3 (2 points): what peer access buys
+#
+# From the recorded 2x H200 figures, `grading.dataset("h200x2-p2p-curriculum")` (columns
+# `peer_access`, `size`, `lat_p50_us`, `bw_gbps`), set
+#
+# * `p2p_bw_gain` to the bandwidth with peer access on divided by off, at 256 MiB;
+# * `p2p_lat_gain` to the latency with peer access off divided by on, at 8 bytes.
+
+# %% id="ex3-p2p" nbgrader={"grade": false, "grade_id": "ex3-p2p", "locked": false, "schema_version": 3, "solution": true}
+h200x2 = grading.dataset("h200x2-p2p-curriculum")
+### BEGIN SOLUTION
+at = h200x2.set_index(["peer_access", "size"])
+p2p_bw_gain = at.loc[(True, 256 << 20), "bw_gbps"] / at.loc[(False, 256 << 20), "bw_gbps"]
+p2p_lat_gain = at.loc[(False, 8), "lat_p50_us"] / at.loc[(True, 8), "lat_p50_us"]
+### END SOLUTION
+print(f"peer access: {p2p_bw_gain:.1f}x the bandwidth at 256 MiB, {p2p_lat_gain:.1f}x lower latency at 8 B")
+
+# %% id="test-ex3-p2p" nbgrader={"grade": true, "grade_id": "test-ex3-p2p", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+grading.check_between(p2p_bw_gain, 1.0, 100.0, name="p2p_bw_gain", hint="on divided by off")
+grading.check_between(p2p_lat_gain, 1.0, 100.0, name="p2p_lat_gain", hint="off divided by on")
+### BEGIN HIDDEN TESTS
+# 393 vs 38.2 GB/s at 256 MiB; 18.7 vs 4.7 us at 8 B (2x H200, NVLink).
+grading.check_close(p2p_bw_gain, 393 / 38.2, rel=0.01, name="p2p_bw_gain")
+grading.check_close(p2p_lat_gain, 18.7 / 4.7, rel=0.01, name="p2p_lat_gain")
+### END HIDDEN TESTS
+
+# %% [markdown] id="02-written-question"
+# ## Written answer (2 points, graded by hand)
+#
+# Use your fit from exercise 1. In three to five sentences: which of `alpha` and `beta` decides the
+# time of a 4 KiB copy, and which that of a 64 MiB copy (show the arithmetic for one of them), and
+# why is a copy from pageable memory slower than one from pinned memory?
+
+# %% [markdown] id="explain-alpha-beta" nbgrader={"grade": true, "grade_id": "explain-alpha-beta", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# With alpha of a few microseconds and beta of tens of GB/s, 4 KiB takes 4096 B / 50 GB/s, about
+# 0.08 us, to stream, far less than alpha: the fixed cost decides small copies. 64 MiB takes about
+# 67 MB / 50 GB/s = 1.3 ms to stream, hundreds of times alpha: the rate decides large copies. The
+# copy engine can only DMA from memory that stays put; pageable memory may move, so the driver
+# first copies it, chunk by chunk, into a pinned staging buffer, adding a CPU copy and
+# synchronisation to every transfer.
+
+# %% [markdown] id="02-you-saw"
+# ## What you saw
+#
+# * A copy-engine copy costs a fixed 5-7 us (launch and completion) plus size over about 55 GB/s
+#   on the H200's PCIe Gen5 x16 link: two numbers, `alpha` and `beta`, describe it end to end.
+#   Small messages pay almost only `alpha`; that fixed cost is what makes staging through host
+#   memory expensive for small messages, and what GPUDirect RDMA and gdrcopy remove (lab 04).
+# * Pageable host memory cost a factor of about 3 (H2D) to 4 (D2H) in bandwidth at large sizes
+#   on the H200 (the commonly quoted range is 3-8x): the driver has to copy it into pinned memory first.
+#   RDMA adapters need the same thing the copy engine needs, memory that stays put: lab 03's
+#   registration.
+# * Between two H200s, peer access turned a trip through host memory into one DMA over NVLink:
+#   about 10x the bandwidth at 256 MiB and 4x lower latency at 8 B. That is P2P DMA, the second
+#   part of GPUDirect RDMA; in lab 03 the device doing the DMA is the RDMA adapter and the target
+#   is GPU memory it has registered.
+
+# %% [markdown] id="02-on-your-cluster"
+# ## On your cluster
+#
+# ```
+# nvidia-smi topo -m                                     # NV# (NVLink) or a PCIe code per GPU pair
+# nvidia-smi topo -p2p r                                 # can each pair do peer reads?
+# sudo lspci -vvv -d 10de: | grep -E 'LnkCap|LnkSta'     # PCIe generation and width
+# nvbandwidth -t host_to_device_memcpy_ce -t device_to_device_memcpy_read_ce
+# ```
+#
+# What to look for:
+#
+# - `topo -m`: pairs marked `NV#` copy over NVLink, which never passes through a PCIe BAR window;
+#   pairs marked `PIX`/`PXB` do PCIe peer-to-peer through a switch, as a NIC does for GPUDirect
+#   RDMA; `PHB`/`NODE`/`SYS` pairs cross root complexes, where peer traffic is slower or refused.
+# - `topo -p2p r`: `OK` for pairs that can read each other; `NS` or `CNS` means the driver stages
+#   through host memory, which is what "peer access off" measured in this lab.
+# - `LnkSta` equal to `LnkCap`: a GPU at x8 or a lower generation than it supports shows up as half
+#   of the expected `beta` in your alpha/beta fit.
+# - `nvbandwidth`: host-to-device close to the link's rate (about 26 GB/s at Gen4 x16, about 55 at
+#   Gen5 x16, in one direction) with pinned memory.
+#
+# Two-node runs with gdrlab, and what each failure message means:
+# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../../../docs/cheatsheet.md) (both in the gdrlab repository).

@@ -1,0 +1,463 @@
+# %% [markdown] id="03-title"
+# # Lab 03: peer-memory registration
+#
+# The third pillar of GPUDirect RDMA. Lab 01 showed that a GPU exposes its memory through the
+# BAR1 window, lab 02 that PCIe devices can DMA into each other and that *pinned* host memory
+# is what the copy engine wants. This lab asks the question in between: how does the RDMA
+# NIC (the HCA) learn where a buffer is, and why can't it simply be handed a GPU pointer?
+#
+# **Learning goals**
+#
+# 1. Say what `ibv_reg_mr` does: pin pages, map them for DMA, give the HCA a translation table
+#    and return keys (`lkey`, `rkey`).
+# 2. Tell apart the calls that page-lock **host** memory (`cudaHostRegister`, `cudaMallocHost`)
+#    from the two routes that expose **GPU** memory to the HCA: a peer-memory client
+#    (`nvidia-peermem`) or a dma-buf (`ibv_reg_dmabuf_mr`).
+# 3. Predict what registering a GPU pointer does on a machine with neither (EFAULT).
+# 4. Estimate what registration costs and compute when a registration cache pays off.
+#
+# **Live on** a GPU with an RDMA HCA; host-memory registration runs live on any RDMA device,
+# including a Soft-RoCE one you can add to any Linux machine (section 2). Everywhere else the lab
+# runs top to bottom with the state-machine diagram and a cost model, and says which parts it
+# could not do here.
+#
+# | duration | prerequisites |
+# |---|---|
+# | 45 min (reading 20, running 10, exercises 15) | lab 01 (BAR1); lab 02 (pinned memory) |
+#
+# **Glossary**
+#
+# - **PD** (protection domain): groups the resources one application may use together.
+# - **MR** (memory region): memory registered with the HCA: pinned, mapped for DMA, with keys.
+# - **lkey / rkey**: the keys that let the local HCA, or a remote peer, access an MR.
+# - **peer-memory client**: a kernel module (`nvidia-peermem`) that lets `ibv_reg_mr` pin GPU
+#   memory; the peer-memory API it uses is part of MLNX_OFED/DOCA-OFED, not upstream Linux.
+# - **dma-buf importer**: `ibv_reg_dmabuf_mr`, the upstream route for registering device memory.
+# - **Soft-RoCE (rxe)**: a software RDMA device over any Ethernet interface; real verbs, no HCA.
+# - **registration cache**: keeps MRs alive between transfers so their cost is paid once.
+
+# %% id="03-setup"
+import pandas as pd
+from IPython.display import display
+
+from gdrlab import grading
+from gdrlab.labsupport import lab03, quick_mode
+
+QUICK = quick_mode()
+print("quick mode (small sweeps, no widgets):", QUICK)
+
+# %% [markdown] id="03-registration"
+# ## 1. What registration is for
+#
+# An HCA reads and writes memory by DMA, with *bus addresses*, while a program holds *virtual*
+# addresses. `ibv_reg_mr(pd, addr, length, access)` closes that gap once, before any transfer:
+#
+# * it **pins** the pages (the kernel promises not to move or swap them),
+# * maps them for DMA (through the IOMMU when there is one),
+# * writes the virtual-to-bus translation into the HCA's memory translation table,
+# * returns a memory region (MR) with a local key (`lkey`) and a remote key (`rkey`) that
+#   work requests and remote peers quote.
+#
+# Pinning is the same idea lab 02 measured: pinned host memory is what the copy engine can DMA
+# from at full rate. But pinning for CUDA and registering for the HCA are separate steps, and
+# neither one touches GPU memory.
+#
+# > **A correction.** One of the articles this kit started from (on GPUDirect in AI training,
+# > section 3.3) says GPU memory is registered for RDMA "through the CUDA API
+# > `cudaHostRegister()`". That is wrong. `cudaHostRegister()` page-locks an existing range of
+# > **host** memory so the GPU's copy engines can DMA to and from it (lab 02's pinned memory).
+# > It does nothing to GPU memory and creates nothing the HCA can use. GPU memory reaches the
+# > HCA through a **peer-memory client** (`nvidia-peermem`) or through **dma-buf**, below.
+
+# %% [markdown] id="03-machine-offers"
+# ## 2. What this machine offers
+#
+# Three things decide what can be registered here: an RDMA device
+# (`/sys/class/infiniband`), the `nvidia-peermem` kernel module, and dma-buf support (Linux
+# 5.12 or newer, a GPU reporting `CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`).
+
+# %% id="03-peer-memory-status"
+status = lab03.peer_memory_status()
+print("RDMA devices:        ", status["rdma_devices"] or "none")
+print("nvidia-peermem loaded:", status["nvidia_peermem"], status["nvidia_peermem_version"] or "")
+print("nv_peer_mem (old name) loaded:", status["nv_peer_mem"])
+print("kernel:", status["kernel"], "(dma-buf import by RDMA needs 5.12+:", status["kernel_dmabuf"], ")")
+print("GPUs:", status["gpus"] or "none (" + status["cuda"].get("reason", "") + ")")
+print("libibverbs exports ibv_reg_dmabuf_mr:", status["ibv_reg_dmabuf_mr"]["exported"],
+      status["ibv_reg_dmabuf_mr"]["reason"])
+print("pyverbs (rdma-core's Python binding):", status["pyverbs"]["reason"])
+pd.DataFrame([{"route": k, **v} for k, v in status["routes"].items()])
+
+# %% [markdown] id="03-soft-roce-intro"
+# ### No HCA? Make a software one: Soft-RoCE
+#
+# Linux has an RDMA device implemented in software, **Soft-RoCE** (the `rdma_rxe` module), that runs
+# on any Ethernet interface. `ibv_reg_mr` on it is the real call: it pins pages, returns `lkey` and
+# `rkey`, and fails with `ENOMEM` beyond `ulimit -l`. Everything below that registers host memory
+# then runs live, here. Soft-RoCE moves data with the CPU, so it teaches registration, keys and
+# pinning limits, not GPUDirect: GPU memory still needs a real HCA. Creating it needs root on a
+# machine whose kernel has the module (a container cannot load modules: do it on the host):
+#
+# ```
+# sudo modprobe rdma_rxe
+# sudo rdma link add rxe0 type rxe netdev IFACE      # IFACE: an Ethernet interface that is up
+# rdma link show                                      # rxe0 ... state ACTIVE ... netdev IFACE
+# ibv_devinfo -d rxe0
+# ```
+#
+# The cell says what this machine has, and the commands with an interface filled in. Restart the
+# kernel after creating the device, and rerun the lab from the top.
+
+# %% id="03-soft-roce-status"
+rxe = lab03.soft_roce_status()
+print(rxe["reason"])
+if not rxe["rdma_devices"]:
+    print("to add a Soft-RoCE device here:")
+    for line in rxe["commands"]:
+        print("   ", line)
+
+
+# %% [markdown] id="03-state-machine-inside-ibv"
+# ## 3. The state machine inside `ibv_reg_mr`
+#
+# The kernel's RDMA core (`ib_umem_get`) first asks: is this ordinary host memory? If so it
+# pins the pages and maps them. If not (a `cudaMalloc` pointer is not backed by host pages)
+# it asks each registered **peer-memory client** whether it owns the address. With
+# `nvidia-peermem` loaded, the NVIDIA driver answers yes, pins the GPU pages
+# (`nvidia_p2p_get_pages`, in 64 KiB GPU pages, mapped through BAR1: lab 01's window) and
+# hands back their bus addresses. With no client, nobody claims the address and registration
+# fails with `EFAULT` (perftest prints "Couldn't allocate MR").
+#
+# The **dma-buf route** (right) avoids the client altogether: CUDA exports the range as a
+# dma-buf file descriptor (`cuMemGetHandleForAddressRange(..., CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD)`)
+# and `ibv_reg_dmabuf_mr` imports it through the kernel's generic dma-buf interface.
+
+# %% id="03-state-machine-figure"
+lab03.state_machine_figure()
+
+# %% [markdown] id="03-state-machine-figure-note"
+# > **A second correction.** The GPUDirect RDMA article names the translation layer
+# > `nv_peer_mem`. That was its name from 2013 to about 2020: an out-of-tree module that had to
+# > be rebuilt to match the exact OFED and CUDA versions (the "GDR version matrix" of its
+# > pitfall 3). Today it is **`nvidia-peermem`**, shipped with the NVIDIA driver. And the
+# > dma-buf route needs **no extra module at all** (Linux 5.12+, CUDA 11.7+, NVIDIA's open
+# > GPU kernel modules, rdma-core with `ibv_reg_dmabuf_mr`), which removes that version
+# > coupling.
+
+# %% [markdown] id="03-state-machine-figure-note-note"
+# Libraries probe for these routes when they start. NCCL, for example, looks up the dma-buf
+# registration calls in rdma-core and says so in its log. From a recorded `NCCL_DEBUG=INFO`
+# log of a machine with two H200s and no RDMA device:
+
+# %% id="03-setup-2"
+from gdrlab.labsupport import nccl_log_lines
+
+lines, label = nccl_log_lines("h200x2-nvlink-p2p_shm_off", ("dmabuf", "NET/IB : No device"))
+print(label)
+for line in lines:
+    print(" ", line)
+
+# %% [markdown] id="03-try-three-registrations"
+# ## 4. Try it: three registrations
+#
+# The cell below tries, with whatever this machine has: registering pinned host memory,
+# registering a raw GPU pointer, and exporting a GPU buffer as a dma-buf (the first half of
+# the dma-buf route; the second half, `ibv_reg_dmabuf_mr`, needs an HCA). Each row says what
+# happened, or why it could not be tried.
+
+# %% id="03-try-registrations"
+attempts = pd.DataFrame(lab03.try_registrations(1 << 20))
+attempts
+
+# %% [markdown] id="03-try-registrations-note"
+# The calls behind those rows, in gdrlab's verbs layer. rdma-core's own Python binding, `pyverbs`,
+# has the same objects under the verbs names, shown beside them in the next cell (and used live
+# where `pyverbs` imports and sees an RDMA device, Soft-RoCE included):
+#
+# ```python
+# from gdrlab import engine, verbs
+# with verbs.Device() as dev, dev.alloc_pd() as pd:
+#     host_mr = pd.reg_mr(engine.Buffer(1 << 20, "pageable"))        # ibv_reg_mr: pins host pages
+#     gpu = engine.Buffer(1 << 20, "device")
+#     raw = pd.reg_mr(gpu)                  # plain ibv_reg_mr on a GPU pointer: EFAULT without nvidia-peermem
+#     dmabuf_mr = pd.reg_gpu(gpu, how="dmabuf")  # cuMemGetHandleForAddressRange + ibv_reg_dmabuf_mr
+#     print(dmabuf_mr.mechanism, dmabuf_mr.lkey, dmabuf_mr.rkey, dmabuf_mr.reg_us)
+# ```
+
+# %% id="03-pyverbs-beside-gdrlab"
+display(pd.DataFrame(lab03.PYVERBS_BESIDE_GDRLAB))
+pv = lab03.pyverbs_status()
+print("pyverbs:", pv["reason"])
+pd.DataFrame(lab03.pyverbs_registrations(1 << 20))
+
+
+# %% [markdown] id="03-try-registrations-note-note"
+# What to look for:
+#
+# * **With an HCA and no peer-memory client**, the GPU-pointer row fails with errno 14
+#   (`EFAULT`, "Bad address"): no one claimed the address.
+# * **On a GPU machine without an HCA** (for example the H200 this kit was calibrated on), the
+#   dma-buf export succeeds: an fd whose size is the buffer's, and the CPU's `mmap` of it
+#   fails (errno 524, `ENOTSUPP`, as measured on the H200). A dma-buf is a handle for *device*
+#   importers, not a CPU mapping (lab 01 met the same fd).
+# * **With no GPU and no HCA**, every row says what is missing. Add a Soft-RoCE device (section 2)
+#   and the host-memory row registers for real, with keys, on this machine; the GPU rows still
+#   need a GPU and a real HCA.
+
+# %% [markdown] id="03-exercise-1-who-registers"
+# ## Exercise 1: who registers what
+#
+# For each mechanism, say what memory it makes usable and by whom. Use exactly one of:
+# `"host"` (page-locks or registers host memory), `"gpu"` (makes GPU memory registrable by the
+# HCA) or `"fails"` (the call returns an error). Also give today's name of the peer-memory
+# kernel module.
+
+# %% id="ex1-who-registers" nbgrader={"grade": false, "grade_id": "ex1-who-registers", "locked": false, "schema_version": 3, "solution": true}
+registers = {
+    "cudaHostRegister on a malloc buffer": None,
+    "cudaMallocHost": None,
+    "ibv_reg_mr on a malloc buffer": None,
+    "ibv_reg_mr on a cudaMalloc pointer, nvidia-peermem loaded": None,
+    "ibv_reg_mr on a cudaMalloc pointer, no peer-memory client": None,
+    "ibv_reg_dmabuf_mr on an fd from cuMemGetHandleForAddressRange": None,
+}
+peer_module_today = None
+### BEGIN SOLUTION
+registers = {
+    "cudaHostRegister on a malloc buffer": "host",
+    "cudaMallocHost": "host",
+    "ibv_reg_mr on a malloc buffer": "host",
+    "ibv_reg_mr on a cudaMalloc pointer, nvidia-peermem loaded": "gpu",
+    "ibv_reg_mr on a cudaMalloc pointer, no peer-memory client": "fails",
+    "ibv_reg_dmabuf_mr on an fd from cuMemGetHandleForAddressRange": "gpu",
+}
+peer_module_today = "nvidia-peermem"
+### END SOLUTION
+
+# %% id="ex1-who-registers-tests" nbgrader={"grade": true, "grade_id": "ex1-who-registers-tests", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+assert isinstance(registers, dict) and len(registers) == 6, "keep the six keys of the dictionary"
+for key, value in registers.items():
+    assert value in ("host", "gpu", "fails"), f"{key}: answer 'host', 'gpu' or 'fails', not {value!r}"
+assert registers["cudaHostRegister on a malloc buffer"] == "host", \
+    "cudaHostRegister page-locks host memory; it never touches GPU memory (the seed article's error)"
+### BEGIN HIDDEN TESTS
+grading.check_equal(registers["cudaMallocHost"], "host", name="cudaMallocHost")
+grading.check_equal(registers["ibv_reg_mr on a malloc buffer"], "host", name="ibv_reg_mr on host memory")
+grading.check_equal(registers["ibv_reg_mr on a cudaMalloc pointer, nvidia-peermem loaded"], "gpu",
+                    name="GPU pointer with a peer-memory client")
+grading.check_equal(registers["ibv_reg_mr on a cudaMalloc pointer, no peer-memory client"], "fails",
+                    name="GPU pointer without a peer-memory client", hint="no client claims it: EFAULT")
+grading.check_equal(registers["ibv_reg_dmabuf_mr on an fd from cuMemGetHandleForAddressRange"], "gpu",
+                    name="the dma-buf route")
+grading.check_equal(str(peer_module_today).strip().lower().replace("_", "-"), "nvidia-peermem",
+                    name="peer_module_today", hint="nv_peer_mem was the 2013-2020 name")
+### END HIDDEN TESTS
+
+# %% [markdown] id="03-registration-costs"
+# ## 5. What registration costs
+#
+# Registration touches every page: the host pins 4 KiB pages (`get_user_pages`), the NVIDIA
+# driver pins GPU memory in 64 KiB pages and maps each into BAR1 (so a registration also uses
+# up BAR1 space: lab 01's 256 MB wall on a K20). The cost grows with the number of pages on
+# top of a fixed cost for the system call and the MR itself, and it is large: gdrcopy's README
+# reports that pinning a 64 KB GPU buffer (`gdr_pin_buffer`) takes about **1.3 ms** on a V100.
+#
+# ## Exercise 2: how many GPU pages does a registration pin?
+#
+# Write `gpu_pages_pinned(addr, nbytes)`: the number of 64 KiB GPU pages touched by the byte
+# range `[addr, addr + nbytes)`. A buffer that starts in the middle of a page still pins that
+# whole page.
+
+# %% id="ex2-gpu-pages" nbgrader={"grade": false, "grade_id": "ex2-gpu-pages", "locked": false, "schema_version": 3, "solution": true}
+GPU_PAGE = 64 * 1024
+
+def gpu_pages_pinned(addr: int, nbytes: int) -> int:
+    ### BEGIN SOLUTION
+    first = addr // GPU_PAGE
+    last = (addr + nbytes - 1) // GPU_PAGE
+    return last - first + 1
+    ### END SOLUTION
+
+
+# %% id="ex2-gpu-pages-tests" nbgrader={"grade": true, "grade_id": "ex2-gpu-pages-tests", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+assert gpu_pages_pinned(0, 1) == 1, "one byte still pins a whole page"
+assert gpu_pages_pinned(0, 65536) == 1, "exactly one 64 KiB page"
+assert gpu_pages_pinned(65535, 2) == 2, "two bytes straddling a page boundary pin two pages"
+assert gpu_pages_pinned(0, 1 << 20) == 16, "1 MiB is 16 pages of 64 KiB"
+### BEGIN HIDDEN TESTS
+import random
+
+rng = random.Random(3)
+for _ in range(200):
+    a, n = rng.randrange(0, 1 << 24), rng.randrange(1, 1 << 22)
+    pages = len(range(a // 65536, (a + n - 1) // 65536 + 1))
+    grading.check_equal(gpu_pages_pinned(a, n), pages, name=f"gpu_pages_pinned({a}, {n})")
+grading.check_equal(gpu_pages_pinned(4096, 65536), 2, name="gpu_pages_pinned(4096, 65536)")
+grading.check_equal(gpu_pages_pinned(1 << 30, 256 << 20), 4096, name="gpu_pages_pinned(1 GiB, 256 MiB)")
+### END HIDDEN TESTS
+
+# %% [markdown] id="03-registration-cost-against-buffer"
+# ## 6. Registration cost against buffer size
+#
+# The plot shows the lab's registration model: host registration (illustrative parameters:
+# 10 µs plus 0.25 µs per 4 KiB page) and GPU registration anchored on the gdrcopy figure
+# (one 64 KiB page costs about 1.3 ms; the published figure fixes only that point, the slope
+# per page is illustrative). Where this machine has an HCA, measured points are added.
+# Notice the two orders of magnitude between the curves at small sizes.
+
+# %% id="03-registration-cost-table"
+sizes = [1 << k for k in range(12, 31, 6 if QUICK else 1)]   # 4 KiB .. 1 GiB
+table = lab03.registration_cost_table(sizes)
+measured = {}
+for memory in ("host", "device"):
+    df, why = lab03.measure_registration(sizes[:4] if QUICK else sizes, memory)
+    print(f"live registration cost, {memory} memory:", why)
+    measured[f"measured {memory} memory"] = df
+lab03.registration_figure(table, measured)
+
+# %% [markdown] id="03-why-registration-caches-exist"
+# ## 7. Why registration caches exist
+#
+# A message of 64 KiB through a buffer that is *already* registered costs a copy: from lab 02,
+# roughly a 6-8 µs copy launch plus 64 KiB at about 10 GB/s, some 14 µs. Registering the
+# application's own buffer instead costs about 1.3 ms, plus deregistration. Registration only
+# pays off if the same buffer is sent many times, which is why MPI libraries, UCX and NCCL
+# keep a **registration cache**: the first send registers, later sends look the MR up in the
+# cache (a fraction of a microsecond).
+#
+# ## Exercise 3: amortization
+#
+# Write `breakeven_reuses(reg_us, dereg_us, copy_us, lookup_us)`: the smallest number of sends
+# `n` for which registering once and reusing the MR (`reg_us + dereg_us + n * lookup_us`) costs
+# no more than copying into a pre-registered buffer every time (`n * copy_us`). Return `None`
+# when reuse never pays off (a lookup that costs as much as the copy). Then use it for the
+# GPU numbers above: registration 1300 µs, deregistration 100 µs, copy 14 µs, lookup 0.5 µs.
+
+# %% id="ex3-amortization" nbgrader={"grade": false, "grade_id": "ex3-amortization", "locked": false, "schema_version": 3, "solution": true}
+import math
+
+
+def breakeven_reuses(reg_us: float, dereg_us: float, copy_us: float, lookup_us: float = 0.0):
+    ### BEGIN SOLUTION
+    saving = copy_us - lookup_us
+    if saving <= 0:
+        return None
+    return max(1, math.ceil((reg_us + dereg_us) / saving))
+    ### END SOLUTION
+
+reuses_gpu_64k = None
+### BEGIN SOLUTION
+reuses_gpu_64k = breakeven_reuses(1300.0, 100.0, 14.0, 0.5)
+### END SOLUTION
+print("a 64 KiB GPU registration pays off after", reuses_gpu_64k, "sends")
+
+# %% id="ex3-amortization-tests" nbgrader={"grade": true, "grade_id": "ex3-amortization-tests", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+assert breakeven_reuses(100.0, 0.0, 10.0, 0.0) == 10, "100 µs saved back at 10 µs per send: 10 sends"
+assert breakeven_reuses(100.0, 0.0, 5.0, 5.0) is None, "a lookup as dear as the copy never pays off"
+assert reuses_gpu_64k is not None and reuses_gpu_64k > 50, "registration of GPU memory is expensive"
+### BEGIN HIDDEN TESTS
+grading.check_equal(reuses_gpu_64k, 104, name="reuses_gpu_64k", hint="1400 µs / 13.5 µs saved per send, rounded up")
+grading.check_equal(breakeven_reuses(1300.0, 100.0, 14.0, 0.5), 104, name="breakeven_reuses(1300, 100, 14, 0.5)")
+grading.check_equal(breakeven_reuses(10.0, 2.0, 3.0, 1.0), 6, name="breakeven_reuses(10, 2, 3, 1)")
+grading.check_equal(breakeven_reuses(10.0, 0.0, 20.0, 0.0), 1, name="breakeven_reuses(10, 0, 20, 0)")
+assert breakeven_reuses(1.0, 1.0, 1.0, 2.0) is None, "breakeven_reuses(1, 1, 1, 2) should be None"
+for args in [(1300.0, 100.0, 14.0, 0.5), (40.0, 5.0, 2.5, 0.1), (7.0, 0.0, 7.0, 0.0)]:
+    got, want = breakeven_reuses(*args), lab03.reference_breakeven_reuses(*args)
+    assert got == want, f"breakeven_reuses{args} = {got!r}, expected {want!r}"
+### END HIDDEN TESTS
+
+# %% [markdown] id="03-amortization-tests-note"
+# The same arithmetic at every size, with the copy cost taken from the model's pinned
+# device-to-host copy for a platform (lab 02's copy engine): move the slider. Small buffers
+# need a hundred or more reuses; large ones pay off after about ten sends. That is why
+# libraries copy small messages through pre-registered buffers (the *eager* protocol) and
+# send large ones from the application's own, registered and cached, memory (*rendezvous*,
+# zero-copy).
+
+# %% id="03-registration-explorer"
+lab03.registration_explorer("volta-dgx1")
+
+# %% [markdown] id="03-bar1-wall-once-more"
+# ## 8. The BAR1 wall, once more
+#
+# A GPU registration maps its pages into BAR1, so the total registered GPU memory cannot exceed
+# the BAR1 aperture (less what the driver keeps). The model raises the error a real
+# registration would (`ENOMEM`) for a Kepler K20 with its 256 MB window; an H200 has 256 GiB.
+
+# %% id="03-register-mr"
+from gdrlab.errors import VerbsError
+from gdrlab.labsupport import optional_module
+
+model, why_not = optional_module("gdrlab.model")
+if model is None or not hasattr(model, "register_mr"):
+    print("the model's register_mr is not available here:", why_not or "this gdrlab has no register_mr")
+else:
+    for profile in ("kepler-snb-2013", "h200-lab"):
+        for nbytes in (64 << 20, 512 << 20):
+            try:
+                result = model.register_mr(profile, nbytes)
+                print(f"{profile}: register {nbytes >> 20} MiB -> ok ({result})  [modelled]")
+            except VerbsError as exc:
+                print(f"{profile}: register {nbytes >> 20} MiB -> errno {exc.errno}: {exc}  [modelled]")
+
+# %% [markdown] id="03-written-question"
+# ## Written answer (2 points, graded by hand)
+#
+# In three to five sentences: why does every serious RDMA library keep a registration cache, and
+# name **one** situation in which registering on every transfer (no cache) is the better choice.
+# Refer to what `ibv_reg_mr` has to do and to your answer to exercise 3.
+
+# %% [markdown] id="explain-reg-cache" nbgrader={"grade": true, "grade_id": "explain-reg-cache", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# `ibv_reg_mr` pins the pages, maps them for DMA and hands the HCA a translation table, which costs
+# from tens of microseconds for small host buffers to milliseconds for GPU memory, far more than
+# sending a small message. A cache keeps the registration alive, so a buffer that is sent many times
+# pays that cost once; exercise 3 shows it takes many reuses to pay back one GPU registration. A
+# buffer used once or twice (for example a large one-off transfer, or memory that is freed right
+# after) is better registered and deregistered on the spot, or copied through a pre-registered
+# buffer, since a cache would only pin memory (and BAR1) that nobody reuses.
+
+# %% [markdown] id="03-you-saw"
+# ## What you saw
+#
+# * `ibv_reg_mr` pins pages and gives the HCA a translation table and keys; it works on host
+#   memory out of the box. A GPU pointer needs a peer-memory client (`nvidia-peermem`, once
+#   `nv_peer_mem`) or the dma-buf route (`cuMemGetHandleForAddressRange` then
+#   `ibv_reg_dmabuf_mr`, no extra module); with neither, registration fails with `EFAULT`.
+#   This is the third pillar of the GPUDirect RDMA story, next to BAR1 (lab 01) and P2P DMA
+#   (lab 02).
+# * `cudaHostRegister` pins **host** memory for the copy engine; it never registers GPU memory
+#   (the seed article had that wrong).
+# * Registering GPU memory is slow (about 1.3 ms for 64 KB in gdrcopy's measurement) and uses
+#   BAR1. A 64 KiB message would need about a hundred reuses of the same buffer before
+#   registering beats copying through a pre-registered buffer, so every serious library keeps
+#   a registration cache, and small messages keep going through pre-registered buffers.
+# * Next, lab 04 puts those pre-registered buffers to work: staging, shared buffers,
+#   pipelining and GDR, and where each one wins.
+
+# %% [markdown] id="03-on-your-cluster"
+# ## On your cluster
+#
+# ```
+# ibv_devinfo -v | grep -E 'hca_id|max_mr_size|max_mr:|state'
+# lsmod | grep nvidia_peermem
+# ulimit -l
+# # node A (server), then node B (client, with node A's address at the end):
+# ib_write_bw -d mlx5_0 --use_cuda=0 --use_cuda_dmabuf -a --report_gbits
+# ib_write_bw -d mlx5_0 --use_cuda=0 --use_cuda_dmabuf -a --report_gbits NODE_A
+# ```
+#
+# What to look for:
+#
+# - `ibv_devinfo -v`: `max_mr_size` and `max_mr`, the HCA's limits on what can be registered, and
+#   an active port.
+# - `nvidia_peermem` loaded: `ib_write_bw --use_cuda=0` (without `--use_cuda_dmabuf`) works through
+#   the peer-memory client. That client needs MLNX_OFED or DOCA-OFED, because its kernel API is not
+#   part of upstream Linux; on an inbox rdma-core stack only the dma-buf route exists.
+# - `--use_cuda_dmabuf` refused: the kernel, the GPU driver (open kernel modules), rdma-core or the
+#   HCA's provider lacks dma-buf support.
+# - The bandwidth table: GPU memory close to a host-memory run (the same command without
+#   `--use_cuda...`) means registration and peer DMA both work.
+#
+# Two-node runs with gdrlab, and what each failure message means:
+# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../../../docs/cheatsheet.md) (both in the gdrlab repository).
