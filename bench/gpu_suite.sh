@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one command: build, GPU tests, benchmarks, recorded datasets.
 #   bench/gpu_suite.sh OUTDIR [STAGES]     STAGES: comma list of build,tests,bench,record,labs,extra (default all)
+#                                          and compare (not in the default)
+# compare: GDRLAB_BASELINE_SRC names an earlier source tree (e.g. `git archive REV | tar -x -C DIR`);
+# both trees are installed side by side (non-editable, --target) and bench/bench_engine.py runs for
+# each, alternating baseline and this tree, so a refactor is judged against the same run's spread.
 # Results land in OUTDIR (JSON, logs) and OUTDIR/results.tgz.
 set -u -o pipefail
 OUT=${1:?usage: bench/gpu_suite.sh OUTDIR [STAGES]}
@@ -17,6 +21,27 @@ nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.max,pcie.link.width.cur
 nvidia-smi -q > "$R/nvidia-smi-q.txt" 2>&1
 nvidia-smi topo -m > "$R/nvidia-smi-topo.txt" 2>&1
 
+if [ -d .whl ]; then $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site; fi
+
+if has compare; then
+  step "engine benchmarks: baseline tree vs this tree, alternating, same run"
+  BASE=$(cd "${GDRLAB_BASELINE_SRC:?compare needs GDRLAB_BASELINE_SRC}" && pwd)
+  CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+  g++ -O2 -std=c++17 bench/raw_copy.cpp -I"$CUDA_HOME/include" -L"$CUDA_HOME/lib64/stubs" -lcuda -o "$R/raw_copy"
+  $PY -m pip install -q --no-build-isolation --no-deps --target "$R/site-base" "$BASE" 2>&1 | tail -3
+  $PY -m pip install -q --no-build-isolation --no-deps --target "$R/site-new" . 2>&1 | tail -3
+  ROOT=$PWD
+  for round in 1 2; do
+    for tree in base new; do
+      src=$ROOT; [ $tree = base ] && src=$BASE
+      (cd /tmp && PYTHONPATH="$R/site-$tree:${PYTHONPATH:-}" $PY "$src/bench/bench_engine.py" \
+        --out "$R/bench_${tree}_$round.json" --raw-copy "$R/raw_copy" --reps 3 > "$R/bench_${tree}_$round.log" 2>&1)
+      echo "$tree round $round: exit $?"; tail -4 "$R/bench_${tree}_$round.log"
+    done
+  done
+  cp "$R"/bench_*.json "$OUT"/ 2>/dev/null
+fi
+
 if has build; then
   step "build"
   $PY -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -5 || exit 1
@@ -29,7 +54,7 @@ fi
 if has tests; then
   step "tests (gpu marker + engine)"
   $PY -m pytest tests -m "gpu or multigpu" -rs -q -p no:cacheprovider 2>&1 | tee "$R/pytest-gpu.txt" | tail -40
-  $PY -m pytest tests/test_engine.py tests/test_units.py -q -p no:cacheprovider 2>&1 | tail -3
+  $PY -m pytest tests/test_engine.py tests/test_units.py tests/test_native_cuda.py tests/test_native_verbs.py tests/test_native_wire.py -q -rs -p no:cacheprovider 2>&1 | tee "$R/pytest-native.txt" | tail -12
 fi
 
 if has bench; then
