@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -189,5 +188,10 @@ def run(args) -> int:
         return 0
     if not args.json:
         print(f"gdrlab lab: starting JupyterLab on {workdir} (Ctrl+C to stop)", file=sys.stderr)
-    # with --json stdout holds one document: Jupyter's own output goes to stderr
-    return subprocess.call(cmd, env=env, stdout=sys.stderr if args.json else None)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if args.json:
+        os.dup2(2, 1)  # stdout held one document: Jupyter's own output goes to stderr
+    # Jupyter replaces this process, so Ctrl+C and a SIGTERM from a batch system reach it directly
+    os.execve(cmd[0], cmd, env)
+    return 1  # not reached
