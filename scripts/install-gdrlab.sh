@@ -24,7 +24,7 @@ case "$EXTRA" in lab|test) ;; *) echo "install-gdrlab.sh: --extra must be lab or
 PIP=("$PY" -m pip install -q -c "$ROOT/constraints.txt")
 # the build backend first, so the engine builds without isolation against these exact versions
 "${PIP[@]}" "scikit-build-core>=0.10" "nanobind>=2.0"
-"${PIP[@]}" --no-build-isolation "${EDITABLE[@]}" "$ROOT[$EXTRA]"
+"${PIP[@]}" --no-build-isolation "${EDITABLE[@]}" "${ROOT}[${EXTRA}]"
 # the labs' kernel runs in this same environment
 "$PY" -m ipykernel install --sys-prefix --name python3 >/dev/null
 echo "install-gdrlab.sh: gdrlab[$EXTRA] installed for $PY"
