@@ -39,6 +39,9 @@ def add_parser(sub):
     p.add_argument("--port", type=int, default=None, help="port for the Jupyter server (default: Jupyter's)")
     p.add_argument("--ip", default=None, help="address to listen on (default: Jupyter's, localhost); "
                    "0.0.0.0 inside a container")
+    p.add_argument("--prepare", action="store_true",
+                   help="copy the labs into the working folder and exit, without starting JupyterLab "
+                        "(images, Binder's postBuild)")
     p.add_argument("--dry-run", action="store_true",
                    help="prepare nothing, start nothing: print what would be copied and the command")
     add_json_flag(p)
@@ -155,11 +158,13 @@ def _summary(result: dict, workdir: Path, dry_run: bool = False) -> list[str]:
 def run(args) -> int:
     from ..errors import Unavailable
 
-    if not args.dry_run and importlib.util.find_spec("jupyterlab") is None:
+    if args.prepare and args.instructor:
+        raise ValueError("--prepare copies the student labs; it does not apply to --instructor")
+    if not (args.dry_run or args.prepare) and importlib.util.find_spec("jupyterlab") is None:
         raise Unavailable("JupyterLab is not installed: pip install gdrlab[lab]")
     notes: list[str] = []
     allow_root = hasattr(os, "geteuid") and os.geteuid() == 0
-    if allow_root:
+    if allow_root and not args.prepare:
         notes.append("running as root: passing --allow-root to JupyterLab")
     if args.instructor:
         root = source_checkout()
@@ -176,15 +181,17 @@ def run(args) -> int:
         result = plan(workdir, args.reset) if args.dry_run else prepare(workdir, args.reset)
         notes += _summary(result, workdir, args.dry_run)
     cmd = jupyter_command(workdir, args.no_browser, args.port, args.ip, allow_root)
+    if args.prepare:
+        cmd = []
     if args.json:
         emit_json({"workdir": str(workdir), "command": cmd, "files": result, "notes": notes,
                    "dry_run": bool(args.dry_run)})
     else:
         for line in notes:
             print(f"gdrlab lab: {line}", file=sys.stderr)
-        if args.dry_run:
+        if args.dry_run and cmd:
             print(" ".join(cmd))
-    if args.dry_run:
+    if args.dry_run or args.prepare:
         return 0
     if not args.json:
         print(f"gdrlab lab: starting JupyterLab on {workdir} (Ctrl+C to stop)", file=sys.stderr)
