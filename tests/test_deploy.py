@@ -188,3 +188,16 @@ def test_binder_postbuild_in_a_plain_venv(tmp_path):
                                                                  env=env, capture_output=True, text=True).stderr
     line = next(line for line in lab_ext.splitlines() if "@jupyter/nbgrader" in line)
     assert "disabled" in line, line
+
+
+def test_readme_names_what_exists():
+    readme = (ROOT / "README.md").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    for target in ("lab", "lab-instructor", "test", "test-fast", "release", "release-check", "constraints", "wheel"):
+        assert re.search(rf"^{re.escape(target)}:", makefile, re.M), f"Makefile has no {target} target"
+    for target in ("make lab", "make test", "make lab-instructor", "make release", "make test-fast"):
+        assert target in readme, target
+    for path in re.findall(r"`((?:binder|examples|docs|scripts)/[\w./-]+|Dockerfile|gdrlab\.def|constraints\.txt)`",
+                           readme):
+        assert (ROOT / path).exists(), f"README names {path}, which does not exist"
+    assert "~/gdrlab-labs" in readme and "--allow-root" in readme
