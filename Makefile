@@ -40,8 +40,10 @@ test-asan: $(STAMP)
 fuzz-ci:
 	bash bench/fuzz.sh 60
 
-# regenerate the student labs the package ships (gdrlab/data/labs) from labs/source; commit them
+# rebuild labs/source from its generators, then the student labs the package ships
+# (gdrlab/data/labs) from labs/source; commit both
 release: $(STAMP)
+	$(PY) scripts/build_labs.py
 	$(PY) scripts/release.py
 
 release-check: $(STAMP)

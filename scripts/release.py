@@ -60,7 +60,8 @@ def _same(a: Path, b: Path) -> bool:
 def differences(fresh: Path, committed: Path) -> list[str]:
     """Files that differ between two release trees (relative paths), both ways."""
     out = []
-    for lab in sorted({p.name for p in fresh.iterdir()} | {p.name for p in committed.iterdir() if p.is_dir()}):
+    kept = {p.name for p in committed.iterdir() if p.is_dir()} if committed.is_dir() else set()
+    for lab in sorted({p.name for p in fresh.iterdir()} | kept):
         a, b = fresh / lab, committed / lab
         names = {p.name for p in a.glob("*")} | {p.name for p in b.glob("*")} if a.is_dir() or b.is_dir() else set()
         for name in sorted(names):
