@@ -110,6 +110,7 @@ def test_student_env_switches_nbgrader_off_and_keeps_the_users_config_path(tmp_p
     env = lab.student_env({"JUPYTER_CONFIG_PATH": "/elsewhere"})
     first, rest = env["JUPYTER_CONFIG_PATH"].split(":", 1)
     assert rest == "/elsewhere"
+    assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent), "nbgrader runs alembic by name"
     server = json.loads((Path(first) / "jupyter_server_config.json").read_text())
     assert all(v is False for v in server["ServerApp"]["jpserver_extensions"].values())
     page = json.loads((Path(first) / "labconfig" / "page_config.json").read_text())
@@ -130,6 +131,8 @@ def test_dry_run_json_prints_one_document(tmp_path):
 def test_instructor_mode_opens_the_sources_and_needs_a_checkout(monkeypatch, capsys):
     assert cli.main(["lab", "--instructor", "--dry-run"]) == 0
     assert f"--ServerApp.root_dir={ROOT / 'labs'}" in capsys.readouterr().out
+    assert cli.main(["lab", "--instructor", "--reset", "00-setup-check"]) == 1
+    assert "--instructor" in capsys.readouterr().err
     monkeypatch.setattr(lab, "source_checkout", lambda: None)
     assert cli.main(["lab", "--instructor", "--dry-run"]) == 1
     err = capsys.readouterr().err.strip().splitlines()

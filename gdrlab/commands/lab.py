@@ -131,9 +131,16 @@ def jupyter_command(root: Path, no_browser: bool = False, port: int | None = Non
     return cmd
 
 
+def _with_bin_on_path(env: dict) -> dict:
+    """This environment's bin/ first on PATH: nbgrader starts ``alembic`` by name, and a venv used
+    without activating it (``.venv/bin/gdrlab lab``) would not find it."""
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
 def student_env(base: dict | None = None) -> dict:
     """The environment for a learner's JupyterLab: nbgrader's instructor extensions switched off."""
-    env = dict(os.environ if base is None else base)
+    env = _with_bin_on_path(dict(os.environ if base is None else base))
     extra = env.get("JUPYTER_CONFIG_PATH")
     env["JUPYTER_CONFIG_PATH"] = str(STUDENT_JUPYTER_CONFIG) + (os.pathsep + extra if extra else "")
     return env
@@ -158,8 +165,9 @@ def _summary(result: dict, workdir: Path, dry_run: bool = False) -> list[str]:
 def run(args) -> int:
     from ..errors import Unavailable
 
-    if args.prepare and args.instructor:
-        raise ValueError("--prepare copies the student labs; it does not apply to --instructor")
+    if args.instructor and (args.prepare or args.reset or args.workdir):
+        raise ValueError("--instructor opens labs/ of the source checkout: DIR, --reset and --prepare "
+                         "are for the student copies")
     if not (args.dry_run or args.prepare) and importlib.util.find_spec("jupyterlab") is None:
         raise Unavailable("JupyterLab is not installed: pip install gdrlab[lab]")
     notes: list[str] = []
@@ -171,7 +179,7 @@ def run(args) -> int:
         if root is None:
             raise Unavailable("--instructor needs a source checkout of gdrlab (labs/source with the "
                               "solutions is not part of the installed package)")
-        workdir, result, env = root / "labs", None, dict(os.environ)
+        workdir, result, env = root / "labs", None, _with_bin_on_path(dict(os.environ))
         notes.append(f"instructor mode: the sources in {workdir} (solutions, hidden tests, nbgrader tools)")
     else:
         if not shipped_labs():
