@@ -163,6 +163,7 @@ def test_gdrlab_lab_from_the_wheel_serves_student_copies(venv, tmp_path):
     text = (tmp_path / "lab.log").read_text()
     assert "running as root" in text if os.geteuid() == 0 else "running as root" not in text
     assert "nbgrader.server_extensions" not in text, "nbgrader's server extensions must not load"
+    assert f"added {len(LABS)} lab(s) to {work}" in text, text[:2000]
     assert sorted(p.name for p in work.iterdir() if p.is_dir()) == LABS
     assert _repo_status() == before, "serving the labs changed files in the repository"
 

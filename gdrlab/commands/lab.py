@@ -180,7 +180,8 @@ def run(args) -> int:
             raise Unavailable("--instructor needs a source checkout of gdrlab (labs/source with the "
                               "solutions is not part of the installed package)")
         workdir, result, env = root / "labs", None, _with_bin_on_path(dict(os.environ))
-        notes.append(f"instructor mode: the sources in {workdir} (solutions, hidden tests, nbgrader tools)")
+        notes.append(f"instructor mode: the sources in {workdir} (solutions, hidden tests, nbgrader tools); "
+                     "they are tracked files: clear outputs before committing, then `make release`")
     else:
         if not shipped_labs():
             raise Unavailable(f"this gdrlab has no student labs in {STUDENT_LABS}; run `make release` "
