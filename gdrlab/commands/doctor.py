@@ -20,10 +20,16 @@ def _size(n):
     return format_size(n) if isinstance(n, int) else None
 
 
+def header(report: dict) -> str:
+    """``gdrlab doctor (live, HOST, DATE)``: the kind of data once, then where it came from."""
+    kind, source = report["provenance"]["kind"], report["source"]
+    where = source if source.split(",")[0].split()[0] == kind else f"{kind}, {source}"
+    return f"gdrlab doctor ({where}, {report['provenance']['date']})"
+
+
 def render(report: dict) -> str:
     """The report as text tables."""
-    lines = [f"gdrlab doctor ({report['source']}, {report['provenance']['kind']}, "
-             f"{report['provenance']['date']})", ""]
+    lines = [header(report), ""]
     cuda = report["cuda"]
     v = int(cuda.get("driver_version") or 0)
     lines.append(f"CUDA driver: usable, CUDA {v // 1000}.{(v % 1000) // 10}" if cuda["usable"]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import sys
 
 from ._common import add_json_flag, emit_json
 
@@ -15,6 +14,10 @@ LEGEND = """Legend:
   PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
   PIX  = Connection traversing at most a single PCIe bridge
   NV#  = Connection traversing a bonded set of # NVLinks"""
+
+
+NOTHING_FOUND_HINT = ("To look at real machines instead: gdrlab topo --list (the shipped ones), "
+                      "then gdrlab topo --hwloc-xml NAME")
 
 
 def add_parser(sub):
@@ -43,7 +46,7 @@ def render(topo) -> str:
     width = max([len(c) for c in col] + [5]) + 1
     lines = [f"Topology: {topo.source}"]
     if not names:
-        lines.append("No GPU and no RDMA NIC found.")
+        lines += ["No GPU and no RDMA NIC found.", NOTHING_FOUND_HINT]
         return "\n".join(lines)
     cpu_w = max([len(topo.device(n).get("cpus") or "N/A") for n in names] + [len("CPU Affinity")]) + 2
     head = " " * width + "".join(c.ljust(width) for c in col) + "CPU Affinity".ljust(cpu_w) + "NUMA Affinity"
@@ -91,10 +94,11 @@ def run(args) -> int:
     else:
         topo = from_sysfs(args.sysfs or "/")
     topo._cli_level = level
-    if not topo.devices:
-        print("gdrlab topo: no GPU and no RDMA NIC in this topology", file=sys.stderr)
     if args.json:
-        emit_json(topo.to_json(level=level))
+        doc = topo.to_json(level=level)
+        # DESIGN.md's ruling: a message a person reads goes inside the one JSON document
+        doc["notes"] = [] if topo.devices else ["no GPU and no RDMA NIC in this topology. " + NOTHING_FOUND_HINT]
+        emit_json(doc)
     else:
         print(render(topo))
     return 0
