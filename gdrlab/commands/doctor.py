@@ -63,6 +63,9 @@ def render(report: dict) -> str:
              "version_or_reason": v.get("version") or v.get("reason") or "loaded, version unknown"}
             for k, v in report["libraries"].items()]
     lines.append(table(rows, ["library", "found", "version_or_reason"]))
+    if "pyverbs" in report:
+        pv = report["pyverbs"]
+        lines.append(f"  pyverbs: {'usable' if pv['usable'] else 'not usable'}: {pv['reason']}")
     lines += ["", "Paths"]
     for k, v in report["paths"].items():
         lines.append(f"  {k:<11} {'yes' if v['available'] else 'no ':<4} {v['reason']}")
@@ -74,7 +77,10 @@ def render(report: dict) -> str:
 def run(args) -> int:
     from ..hw import discover
 
+    from ..hw.pyverbs import pyverbs_status
+
     report = discover(args.sysfs)
+    report["pyverbs"] = pyverbs_status()
     if args.json:
         emit_json(report)
     else:
