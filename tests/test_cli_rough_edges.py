@@ -52,3 +52,17 @@ def test_doctor_text_names_live_once_on_this_machine(tmp_path):
     assert proc.returncode == 0, proc.stderr
     first = proc.stdout.splitlines()[0]
     assert first.startswith("gdrlab doctor (") and first.count("live") == 1, first
+
+
+def test_bench_and_p2p_matrix_that_cannot_run_point_to_recorded_data(run_cli):
+    from gdrlab.transfer.buffers import cuda_status
+    if cuda_status()["usable"]:
+        pytest.skip("this machine has a usable GPU: bench runs live here")
+    bench = run_cli("bench", "--path", "staged", "--sizes", "8")
+    assert bench.returncode != 0
+    assert "gdrlab.recorded.load('h200-bench-staged')" in bench.stderr
+    from gdrlab import recorded
+    assert "h200-bench-staged" in recorded.available()
+    matrix = run_cli("p2p-matrix")
+    assert matrix.returncode != 0 and "h200x2-p2p-matrix" in matrix.stderr
+    assert recorded.load_document("h200x2-p2p-matrix")

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 
 from ._common import add_json_flag, emit_json
 
@@ -74,7 +76,7 @@ def render(topo) -> str:
 
 
 def run(args) -> int:
-    from ..topology import from_hwloc, from_sysfs, parse_gdr_level, recorded_machines
+    from ..topology import PciTreeWarning, from_hwloc, from_sysfs, parse_gdr_level, recorded_machines
 
     machines = recorded_machines()
     if args.list:
@@ -86,13 +88,20 @@ def run(args) -> int:
     level = args.gdr_level if args.gdr_level is not None else os.environ.get("NCCL_NET_GDR_LEVEL") or None
     if level is not None:
         parse_gdr_level(level)  # a bad value is a clear error here, not deep inside
-    if args.hwloc_xml:
-        path = args.hwloc_xml
-        if path in machines and not os.path.exists(path):
-            path = machines[path]
-        topo = from_hwloc(path)
-    else:
-        topo = from_sysfs(args.sysfs or "/")
+    # An impossible PCI tree is reported once: inside the document with --json (its `warnings`),
+    # else as one line on stderr; never as Python's warning text with a source line.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PciTreeWarning)
+        if args.hwloc_xml:
+            path = args.hwloc_xml
+            if path in machines and not os.path.exists(path):
+                path = machines[path]
+            topo = from_hwloc(path)
+        else:
+            topo = from_sysfs(args.sysfs or "/")
+    if topo.pci_problems and not args.json:
+        print(f"gdrlab topo: warning: this PCI tree cannot exist on real hardware "
+              f"({len(topo.pci_problems)} problems; `--json` lists them)", file=sys.stderr)
     topo._cli_level = level
     if args.json:
         doc = topo.to_json(level=level)
