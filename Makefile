@@ -1,25 +1,30 @@
 # Two commands matter (see README.md):
-#   make lab    set up .venv, build the engine, open JupyterLab on labs/
+#   make lab    set up .venv, build the engine, open JupyterLab on your working copies of the labs
 #   make test   set up .venv, build the engine, run the whole test suite
+# Python packages come at the versions in constraints.txt, through scripts/install-gdrlab.sh (the
+# same script the container recipes and binder/postBuild call).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.gdrlab-installed
 
-.PHONY: lab test test-fast test-asan fuzz-ci release bench-cpu clean
+.PHONY: lab lab-instructor test test-fast test-asan fuzz-ci release release-check constraints wheel bench-cpu clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(STAMP): $(PY) pyproject.toml CMakeLists.txt native/CMakeLists.txt $(wildcard native/src/*/*) $(wildcard native/bind/*)
-	$(PY) -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.0"
-	$(PY) -m pip install -q --no-build-isolation -e ".[test]"
-	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+$(STAMP): $(PY) pyproject.toml constraints.txt CMakeLists.txt native/CMakeLists.txt $(wildcard native/src/*/*) $(wildcard native/bind/*)
+	bash scripts/install-gdrlab.sh --python $(PY) --extra test --editable
 	touch $(STAMP)
 
+# student copies (no solutions) in ~/gdrlab-labs or $GDRLAB_WORKDIR; your files there are never overwritten
 lab: $(STAMP)
 	$(VENV)/bin/gdrlab lab
+
+# the sources with solutions, hidden tests and nbgrader's instructor tools (labs/)
+lab-instructor: $(STAMP)
+	$(VENV)/bin/gdrlab lab --instructor
 
 test-fast: $(STAMP)
 	$(PY) -m pytest tests -ra
@@ -35,11 +40,25 @@ test-asan: $(STAMP)
 fuzz-ci:
 	bash bench/fuzz.sh 60
 
+# rebuild labs/source from its generators, then the student labs the package ships
+# (gdrlab/data/labs) from labs/source; commit both
 release: $(STAMP)
+	$(PY) scripts/build_labs.py
 	$(PY) scripts/release.py
+
+release-check: $(STAMP)
+	$(PY) scripts/release.py --check
+
+# after a green `make test`: record the versions that passed
+constraints: $(STAMP)
+	{ sed -n '1,3p' constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -v '^gdrlab=='; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+
+wheel: $(STAMP)
+	$(PY) -m pip wheel --no-build-isolation --no-deps -w dist .
 
 bench-cpu: $(STAMP)
 	$(PY) bench/bench_engine.py --cpu-only --out results/engine-cpu.json
 
 clean:
-	rm -rf build $(VENV) labs/release
+	rm -rf build dist $(VENV) labs/release

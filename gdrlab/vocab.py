@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
-    "PathInfo", "PATH_TABLE", "PATHS", "NETWORK_PATHS", "GPU_PATHS", "P2P_PATHS", "WIRES", "MODES",
+    "PathInfo", "PATH_TABLE", "PATHS", "ENGINE_PATHS", "NETWORK_PATHS", "GPU_PATHS", "P2P_PATHS", "WIRES", "MODES",
     "BENCH_MODES", "DEFAULT_CHUNK_BYTES", "DEFAULT_PIPELINE_DEPTH", "Column", "BENCH_COLUMNS",
     "BENCH_TABLE_COLUMNS", "paths_over", "path_info", "column_unit",
 ]
@@ -46,6 +46,8 @@ PATHS: tuple[str, ...] = tuple(p.name for p in PATH_TABLE)
 NETWORK_PATHS: tuple[str, ...] = tuple(p.name for p in PATH_TABLE if "none" not in p.wires)
 #: Paths whose buffers are in GPU memory on a network wire (need a usable GPU).
 GPU_PATHS: tuple[str, ...] = tuple(p.name for p in PATH_TABLE if p.gpu and "none" not in p.wires)
+#: Paths the engine's tcp/verbs wires run: the engine's Path enum, in its order.
+ENGINE_PATHS: tuple[str, ...] = tuple(p.name for p in PATH_TABLE if p.wires and "none" not in p.wires)
 #: GPU-to-GPU paths inside one machine.
 P2P_PATHS: tuple[str, ...] = tuple(p.name for p in PATH_TABLE if "none" in p.wires)
 

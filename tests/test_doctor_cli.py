@@ -195,3 +195,13 @@ def test_topo_matches_nvidia_smi_topo_m():
         for b, code in row.items():
             if name[a] in r["matrix"] and name[b] in r["matrix"][name[a]]:
                 assert r["matrix"][name[a]][name[b]] == code, (a, b, code)
+
+
+def test_doctor_says_whether_pyverbs_is_usable(run_cli):
+    proc = run_cli("doctor", "--json")
+    assert proc.returncode == 0, proc.stderr
+    pv = json.loads(proc.stdout)["pyverbs"]
+    assert isinstance(pv["usable"], bool) and isinstance(pv["importable"], bool)
+    assert pv["reason"], "an unusable pyverbs must say why; a usable one says what works"
+    if not pv["importable"]:
+        assert "pyverbs" in pv["reason"] and not pv["usable"]

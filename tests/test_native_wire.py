@@ -142,7 +142,7 @@ def test_os_failure_is_a_system_call_error_with_errno():
 def test_vocabulary_tables_agree_with_the_wire():
     paths, wire_paths = _native.PATH_NAMES, _native.WIRE_PATHS
     assert set(_native.WIRE_NAMES) == set(wire_paths) == {"tcp", "verbs"}
-    assert set(_native.MODE_NAMES) == {"latency", "bandwidth", "verify"}
+    assert set(_native.MODE_NAMES) == {"lat", "bw", "verify"}
     # DESIGN.md: gdr is the verbs wire's own path; both wires carry the four copy paths.
     assert set(wire_paths["verbs"]) == set(paths) and set(paths) - set(wire_paths["tcp"]) == {"gdr"}
     for p in wire_paths["tcp"]:

@@ -162,7 +162,7 @@ def test_the_engine_and_the_vocabulary_agree():
     from gdrlab.engine import native
 
     nat = native()
-    pairs = {"PATH_NAMES": vocab.PATHS, "WIRE_NAMES": vocab.WIRES, "MODE_NAMES": vocab.MODES,
+    pairs = {"PATH_NAMES": vocab.ENGINE_PATHS, "WIRE_NAMES": vocab.WIRES, "MODE_NAMES": vocab.MODES,
              "DEFAULT_CHUNK_BYTES": vocab.DEFAULT_CHUNK_BYTES,
              "DEFAULT_PIPELINE_DEPTH": vocab.DEFAULT_PIPELINE_DEPTH}
     missing = [k for k in pairs if not hasattr(nat, k)]

@@ -60,6 +60,16 @@ def _print(df: Any, args: argparse.Namespace) -> None:
                     list(BENCH_TABLE_COLUMNS)))
 
 
+def _recorded_hint(path: str) -> str:
+    """Where a path that cannot run here was recorded, so a newcomer still sees real numbers."""
+    from .. import recorded
+
+    name = f"h200-bench-{path}"
+    if name in recorded.available():
+        return f". Recorded on an H200: gdrlab.recorded.load('{name}')"
+    return ""
+
+
 def run(args: argparse.Namespace) -> int:
     from ..units import parse_size
 
@@ -71,10 +81,14 @@ def run(args: argparse.Namespace) -> int:
             _print(df, args)
         return status
 
+    from ..errors import Unavailable
     from ..transfer.driver import bench
-    df = bench(path=args.path, sizes=args.sizes, iters=args.iters, mode=args.mode, wire=args.wire,
-               peer=args.peer, token=args.token, chunk=chunk, depth=args.depth, device=args.device,
-               window=args.window, warmup=args.warmup, timeout_s=args.timeout, progress=_progress(args),
-               local_peer=args.local_peer)
+    try:
+        df = bench(path=args.path, sizes=args.sizes, iters=args.iters, mode=args.mode, wire=args.wire,
+                   peer=args.peer, token=args.token, chunk=chunk, depth=args.depth, device=args.device,
+                   window=args.window, warmup=args.warmup, timeout_s=args.timeout, progress=_progress(args),
+                   local_peer=args.local_peer)
+    except Unavailable as exc:
+        raise Unavailable(f"{exc}{_recorded_hint(args.path)}") from exc
     _print(df, args)
     return 0

@@ -20,10 +20,16 @@ def _size(n):
     return format_size(n) if isinstance(n, int) else None
 
 
+def header(report: dict) -> str:
+    """``gdrlab doctor (live, HOST, DATE)``: the kind of data once, then where it came from."""
+    kind, source = report["provenance"]["kind"], report["source"]
+    where = source if source.split(",")[0].split()[0] == kind else f"{kind}, {source}"
+    return f"gdrlab doctor ({where}, {report['provenance']['date']})"
+
+
 def render(report: dict) -> str:
     """The report as text tables."""
-    lines = [f"gdrlab doctor ({report['source']}, {report['provenance']['kind']}, "
-             f"{report['provenance']['date']})", ""]
+    lines = [header(report), ""]
     cuda = report["cuda"]
     v = int(cuda.get("driver_version") or 0)
     lines.append(f"CUDA driver: usable, CUDA {v // 1000}.{(v % 1000) // 10}" if cuda["usable"]
@@ -57,6 +63,9 @@ def render(report: dict) -> str:
              "version_or_reason": v.get("version") or v.get("reason") or "loaded, version unknown"}
             for k, v in report["libraries"].items()]
     lines.append(table(rows, ["library", "found", "version_or_reason"]))
+    if "pyverbs" in report:
+        pv = report["pyverbs"]
+        lines.append(f"  pyverbs: {'usable' if pv['usable'] else 'not usable'}: {pv['reason']}")
     lines += ["", "Paths"]
     for k, v in report["paths"].items():
         lines.append(f"  {k:<11} {'yes' if v['available'] else 'no ':<4} {v['reason']}")
@@ -68,7 +77,10 @@ def render(report: dict) -> str:
 def run(args) -> int:
     from ..hw import discover
 
+    from ..hw.pyverbs import pyverbs_status
+
     report = discover(args.sysfs)
+    report["pyverbs"] = pyverbs_status()
     if args.json:
         emit_json(report)
     else:

@@ -1,69 +1,213 @@
-"""``gdrlab lab``: open JupyterLab on the labs."""
+"""``gdrlab lab``: open JupyterLab on the learner's working copies of the labs.
+
+The package ships the student form of every lab (``gdrlab/data/labs/``: nbgrader's release, no
+solutions, no hidden tests). On first run they are copied into a working folder outside the
+repository (``~/gdrlab-labs``, or ``$GDRLAB_WORKDIR``); later runs add labs that are new and keep
+every file the learner already has. ``--instructor`` opens the sources (``labs/`` of a source
+checkout) with nbgrader's tools instead.
+"""
 from __future__ import annotations
 
 import importlib.util
-import subprocess
+import os
+import shutil
 import sys
+import time
 from pathlib import Path
 
 from ._common import add_json_flag, emit_json
 
+PACKAGE = Path(__file__).resolve().parents[1]
+STUDENT_LABS = PACKAGE / "data" / "labs"
+STUDENT_JUPYTER_CONFIG = PACKAGE / "data" / "jupyter-student"
+DEFAULT_WORKDIR = "~/gdrlab-labs"
+
 
 def add_parser(sub):
     p = sub.add_parser(
-        "lab", help="open JupyterLab on the lab notebooks",
-        description="Start JupyterLab with the lab notebooks (labs/ next to the gdrlab sources, or the "
-                    "folder given). Needs the [lab] extra: pip install gdrlab[lab].")
-    p.add_argument("path", nargs="?", default=None, help="labs folder (default: labs/ next to the sources, "
-                   "then ./labs)")
+        "lab", help="open JupyterLab on your working copies of the labs",
+        description="Copies the student versions of the labs into a working folder (first run; later "
+                    "runs add new labs and keep your files) and starts JupyterLab there. Needs the [lab] "
+                    "extra: pip install gdrlab[lab].")
+    p.add_argument("workdir", nargs="?", default=None,
+                   help=f"working folder (default $GDRLAB_WORKDIR, else {DEFAULT_WORKDIR})")
+    p.add_argument("--reset", action="append", default=[], metavar="LAB",
+                   help="replace your copy of LAB with a fresh one (yours is kept, renamed with the time)")
+    p.add_argument("--instructor", action="store_true",
+                   help="open the lab sources (solutions, nbgrader tools) of a source checkout instead")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser window")
     p.add_argument("--port", type=int, default=None, help="port for the Jupyter server (default: Jupyter's)")
-    p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
+    p.add_argument("--ip", default=None, help="address to listen on (default: Jupyter's, localhost); "
+                   "0.0.0.0 inside a container")
+    p.add_argument("--prepare", action="store_true",
+                   help="copy the labs into the working folder and exit, without starting JupyterLab "
+                        "(images, Binder's postBuild)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="prepare nothing, start nothing: print what would be copied and the command")
     add_json_flag(p)
     return p
 
 
-def find_labs_dir(path: str | None = None) -> Path:
-    """The labs folder: ``path`` if given, else ``labs/`` beside the package's source tree (an
-    editable or source install), else ``./labs``. Raises FileNotFoundError with what was tried."""
-    if path is not None:
-        candidate = Path(path).expanduser()
-        if not candidate.is_dir():
-            raise FileNotFoundError(f"no such labs folder: {candidate}")
-        return candidate.resolve()
-    tried = []
-    for candidate in (Path(__file__).resolve().parents[2] / "labs", Path.cwd() / "labs"):
-        tried.append(str(candidate))
-        if (candidate / "source").is_dir() or (candidate / "release").is_dir():
-            return candidate.resolve()
-    raise FileNotFoundError("cannot find the labs folder (tried " + ", ".join(tried) + "); "
-                            "pass it: gdrlab lab PATH")
+def shipped_labs() -> list[str]:
+    """Names of the labs the package ships in student form."""
+    if not STUDENT_LABS.is_dir():
+        return []
+    return sorted(p.name for p in STUDENT_LABS.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
 
 
-def jupyter_command(labs_dir: Path, no_browser: bool = False, port: int | None = None) -> list[str]:
-    """The command line that starts JupyterLab rooted at ``labs_dir``."""
-    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={labs_dir}"]
+def source_checkout() -> Path | None:
+    """The repository root when this package runs from a source checkout (labs/source beside it)."""
+    root = PACKAGE.parent
+    return root if (root / "labs" / "source").is_dir() else None
+
+
+def resolve_workdir(workdir: str | None = None) -> Path:
+    """The working folder: ``workdir``, else ``$GDRLAB_WORKDIR``, else ``~/gdrlab-labs``. Refuses a
+    folder inside the source checkout, where a learner's work would mix with tracked files."""
+    chosen = workdir or os.environ.get("GDRLAB_WORKDIR") or DEFAULT_WORKDIR
+    path = Path(chosen).expanduser().resolve()
+    root = source_checkout()
+    if root is not None and path.is_relative_to(root.resolve()):
+        raise ValueError(f"working folder {path} is inside the gdrlab sources ({root}); "
+                         "choose one outside it (gdrlab lab DIR or GDRLAB_WORKDIR)")
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"working folder {path} exists and is not a folder")
+    return path
+
+
+def plan(workdir: Path, reset: list[str] | tuple = ()) -> dict:
+    """What :func:`prepare` would do: ``{"added": [...], "kept": [...], "reset": [...]}`` of
+    ``lab/file`` names. Unknown names in ``reset`` raise ValueError naming the known labs."""
+    labs = shipped_labs()
+    unknown = sorted(set(reset) - set(labs))
+    if unknown:
+        raise ValueError(f"--reset: unknown lab {', '.join(unknown)}; known: {', '.join(labs)}")
+    out: dict[str, list[str]] = {"added": [], "kept": [], "reset": []}
+    for lab in labs:
+        for src in sorted((STUDENT_LABS / lab).iterdir()):
+            name = f"{lab}/{src.name}"
+            if not (workdir / lab / src.name).exists():
+                out["added"].append(name)
+            elif lab in reset:
+                out["reset"].append(name)
+            else:
+                out["kept"].append(name)
+    return out
+
+
+def prepare(workdir: Path, reset: list[str] | tuple = ()) -> dict:
+    """Copy the student labs into ``workdir``: new files are added, existing ones kept; a file of a
+    lab named in ``reset`` is renamed ``<name>.<YYYYmmdd-HHMMSS><ext>`` before the fresh copy, so
+    nothing the learner wrote is lost. Returns :func:`plan`'s dict, plus ``backups``."""
+    todo = plan(workdir, reset)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    backups = []
+    for name in todo["reset"]:
+        target = workdir / name
+        backup = target.with_name(f"{target.stem}.{stamp}{target.suffix}")
+        target.rename(backup)
+        backups.append(str(backup.relative_to(workdir)))
+    for name in todo["added"] + todo["reset"]:
+        target = workdir / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(STUDENT_LABS / name, target)  # copyfile: the learner's umask, not the package's mode
+    return dict(todo, backups=backups)
+
+
+def jupyter_command(root: Path, no_browser: bool = False, port: int | None = None,
+                    ip: str | None = None, allow_root: bool = False) -> list[str]:
+    """The command line that starts JupyterLab rooted at ``root``."""
+    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root}"]
     if no_browser:
         cmd.append("--no-browser")
     if port is not None:
         if not 0 < port < 65536:
-            raise ValueError(f"port must be between 1 and 65535, got {port}")
+            raise ValueError(f"--port must be between 1 and 65535, got {port}")
         cmd.append(f"--port={port}")
+    if ip is not None:
+        cmd.append(f"--ip={ip}")
+    if allow_root:
+        cmd.append("--allow-root")
     return cmd
+
+
+def _with_bin_on_path(env: dict) -> dict:
+    """This environment's bin/ first on PATH: nbgrader starts ``alembic`` by name, and a venv used
+    without activating it (``.venv/bin/gdrlab lab``) would not find it."""
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def student_env(base: dict | None = None) -> dict:
+    """The environment for a learner's JupyterLab: nbgrader's instructor extensions switched off."""
+    env = _with_bin_on_path(dict(os.environ if base is None else base))
+    extra = env.get("JUPYTER_CONFIG_PATH")
+    env["JUPYTER_CONFIG_PATH"] = str(STUDENT_JUPYTER_CONFIG) + (os.pathsep + extra if extra else "")
+    return env
+
+
+def _summary(result: dict, workdir: Path, dry_run: bool = False) -> list[str]:
+    """One line each for what was (or, with ``dry_run``, would be) added, kept and reset."""
+    lines = []
+    if result["added"]:
+        labs = sorted({n.split("/")[0] for n in result["added"]})
+        lines.append(f"{'would add' if dry_run else 'added'} {len(labs)} lab(s) to {workdir}: {', '.join(labs)}")
+    if result["kept"]:
+        lines.append(f"kept {len(result['kept'])} file(s) you already have in {workdir} (not overwritten; "
+                     "gdrlab lab --reset LAB gets a fresh copy and keeps yours)")
+    for backup in result.get("backups", []):
+        lines.append(f"reset: your previous copy is now {workdir / backup}")
+    if dry_run and result["reset"]:
+        lines.append(f"would reset {', '.join(result['reset'])} (your copies renamed, not deleted)")
+    return lines
 
 
 def run(args) -> int:
     from ..errors import Unavailable
 
-    labs_dir = find_labs_dir(args.path)
-    cmd = jupyter_command(labs_dir, args.no_browser, args.port)
-    if args.dry_run:
-        if args.json:
-            emit_json({"labs_dir": str(labs_dir), "command": cmd})
-        else:
-            print(" ".join(cmd))
-        return 0
-    if importlib.util.find_spec("jupyterlab") is None:
+    if args.instructor and (args.prepare or args.reset or args.workdir):
+        raise ValueError("--instructor opens labs/ of the source checkout: DIR, --reset and --prepare "
+                         "are for the student copies")
+    if not (args.dry_run or args.prepare) and importlib.util.find_spec("jupyterlab") is None:
         raise Unavailable("JupyterLab is not installed: pip install gdrlab[lab]")
-    print(f"gdrlab lab: starting JupyterLab on {labs_dir} (Ctrl+C to stop)", file=sys.stderr)
-    return subprocess.call(cmd)
+    notes: list[str] = []
+    allow_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    if allow_root and not args.prepare:
+        notes.append("running as root: passing --allow-root to JupyterLab")
+    if args.instructor:
+        root = source_checkout()
+        if root is None:
+            raise Unavailable("--instructor needs a source checkout of gdrlab (labs/source with the "
+                              "solutions is not part of the installed package)")
+        workdir, result, env = root / "labs", None, _with_bin_on_path(dict(os.environ))
+        notes.append(f"instructor mode: the sources in {workdir} (solutions, hidden tests, nbgrader tools); "
+                     "they are tracked files: clear outputs before committing, then `make release`")
+    else:
+        if not shipped_labs():
+            raise Unavailable(f"this gdrlab has no student labs in {STUDENT_LABS}; run `make release` "
+                              "in a source checkout")
+        workdir, env = resolve_workdir(args.workdir), student_env()
+        result = plan(workdir, args.reset) if args.dry_run else prepare(workdir, args.reset)
+        notes += _summary(result, workdir, args.dry_run)
+    cmd = jupyter_command(workdir, args.no_browser, args.port, args.ip, allow_root)
+    if args.prepare:
+        cmd = []
+    if args.json:
+        emit_json({"workdir": str(workdir), "command": cmd, "files": result, "notes": notes,
+                   "dry_run": bool(args.dry_run)})
+    else:
+        for line in notes:
+            print(f"gdrlab lab: {line}", file=sys.stderr)
+        if args.dry_run and cmd:
+            print(" ".join(cmd))
+    if args.dry_run or args.prepare:
+        return 0
+    if not args.json:
+        print(f"gdrlab lab: starting JupyterLab on {workdir} (Ctrl+C to stop)", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if args.json:
+        os.dup2(2, 1)  # stdout held one document: Jupyter's own output goes to stderr
+    # Jupyter replaces this process, so Ctrl+C and a SIGTERM from a batch system reach it directly
+    os.execve(cmd[0], cmd, env)
+    return 1  # not reached

@@ -24,7 +24,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from .. import provenance
-    from ..errors import InvalidArgument
+    from ..errors import InvalidArgument, Unavailable
     from ..transfer import p2p
     from ..transfer.buffers import cuda_status, gpus, machine
 
@@ -33,7 +33,11 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument("--iters must be at least 1")
     status = cuda_status()
     infos = gpus()
-    p2p.require_gpus(len(infos), "" if status["usable"] else status["reason"])
+    try:
+        p2p.require_gpus(len(infos), "" if status["usable"] else status["reason"])
+    except Unavailable as exc:
+        raise Unavailable(f"{exc}. Recorded on 2x H200 (NVLink): "
+                          "gdrlab.recorded.load_document('h200x2-p2p-matrix')") from exc
 
     def progress(done: int, total: int, what: str) -> None:
         if not args.json or sys.stderr.isatty():

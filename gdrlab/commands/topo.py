@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 from ._common import add_json_flag, emit_json
 
@@ -15,6 +16,10 @@ LEGEND = """Legend:
   PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
   PIX  = Connection traversing at most a single PCIe bridge
   NV#  = Connection traversing a bonded set of # NVLinks"""
+
+
+NOTHING_FOUND_HINT = ("To look at real machines instead: gdrlab topo --list (the shipped ones), "
+                      "then gdrlab topo --hwloc-xml NAME")
 
 
 def add_parser(sub):
@@ -43,7 +48,7 @@ def render(topo) -> str:
     width = max([len(c) for c in col] + [5]) + 1
     lines = [f"Topology: {topo.source}"]
     if not names:
-        lines.append("No GPU and no RDMA NIC found.")
+        lines += ["No GPU and no RDMA NIC found.", NOTHING_FOUND_HINT]
         return "\n".join(lines)
     cpu_w = max([len(topo.device(n).get("cpus") or "N/A") for n in names] + [len("CPU Affinity")]) + 2
     head = " " * width + "".join(c.ljust(width) for c in col) + "CPU Affinity".ljust(cpu_w) + "NUMA Affinity"
@@ -71,7 +76,7 @@ def render(topo) -> str:
 
 
 def run(args) -> int:
-    from ..topology import from_hwloc, from_sysfs, parse_gdr_level, recorded_machines
+    from ..topology import PciTreeWarning, from_hwloc, from_sysfs, parse_gdr_level, recorded_machines
 
     machines = recorded_machines()
     if args.list:
@@ -83,18 +88,26 @@ def run(args) -> int:
     level = args.gdr_level if args.gdr_level is not None else os.environ.get("NCCL_NET_GDR_LEVEL") or None
     if level is not None:
         parse_gdr_level(level)  # a bad value is a clear error here, not deep inside
-    if args.hwloc_xml:
-        path = args.hwloc_xml
-        if path in machines and not os.path.exists(path):
-            path = machines[path]
-        topo = from_hwloc(path)
-    else:
-        topo = from_sysfs(args.sysfs or "/")
+    # An impossible PCI tree is reported once: inside the document with --json (its `warnings`),
+    # else as one line on stderr; never as Python's warning text with a source line.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PciTreeWarning)
+        if args.hwloc_xml:
+            path = args.hwloc_xml
+            if path in machines and not os.path.exists(path):
+                path = machines[path]
+            topo = from_hwloc(path)
+        else:
+            topo = from_sysfs(args.sysfs or "/")
+    if topo.pci_problems and not args.json:
+        print(f"gdrlab topo: warning: this PCI tree cannot exist on real hardware "
+              f"({len(topo.pci_problems)} problems; `--json` lists them)", file=sys.stderr)
     topo._cli_level = level
-    if not topo.devices:
-        print("gdrlab topo: no GPU and no RDMA NIC in this topology", file=sys.stderr)
     if args.json:
-        emit_json(topo.to_json(level=level))
+        doc = topo.to_json(level=level)
+        # DESIGN.md's ruling: a message a person reads goes inside the one JSON document
+        doc["notes"] = [] if topo.devices else ["no GPU and no RDMA NIC in this topology. " + NOTHING_FOUND_HINT]
+        emit_json(doc)
     else:
         print(render(topo))
     return 0

@@ -83,4 +83,5 @@ def nvidia_bar_name(bar: dict) -> str:
     NVIDIA's numbers follow the order of the memory BARs, whatever their slots: the second
     memory BAR is BAR1, the window GPUDirect RDMA maps GPU memory through.
     """
-    return {0: "BAR0", 1: "BAR1"}.get(bar.get("mem_index"), "")
+    index = bar.get("mem_index")
+    return {0: "BAR0", 1: "BAR1"}.get(index, "") if isinstance(index, int) else ""

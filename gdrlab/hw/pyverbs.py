@@ -7,6 +7,8 @@ symbols). Debian and Ubuntu ship it as ``python3-pyverbs`` for the system Python
 """
 from __future__ import annotations
 
+from typing import Any
+
 import glob
 import importlib
 import sys
@@ -58,7 +60,7 @@ def pyverbs_status(dist_packages: str = DEBIAN_DIST_PACKAGES) -> dict:
         ``version`` (str or None), ``devices`` (names pyverbs lists) and ``reason`` (one sentence:
         what works, or exactly what is missing and how to fix it).
     """
-    out = {"importable": False, "usable": False, "version": None, "devices": [], "reason": ""}
+    out: dict[str, Any] = {"importable": False, "usable": False, "version": None, "devices": [], "reason": ""}
     try:
         pyverbs = importlib.import_module("pyverbs")
         device = importlib.import_module("pyverbs.device")

@@ -7,7 +7,7 @@ namespace {
 
 constexpr const char* kPathNames[] = {"host", "staged", "shared", "pipelined", "gdr"};
 constexpr const char* kWireNames[] = {"tcp", "verbs"};
-constexpr const char* kModeNames[] = {"latency", "bandwidth", "verify"};
+constexpr const char* kModeNames[] = {"lat", "bw", "verify"};  // the names of gdrlab.vocab.MODES
 static_assert(sizeof kPathNames / sizeof *kPathNames == static_cast<size_t>(Path::Max), "one name per path");
 static_assert(sizeof kWireNames / sizeof *kWireNames == static_cast<size_t>(Wire::Max), "one name per wire");
 static_assert(sizeof kModeNames / sizeof *kModeNames == static_cast<size_t>(Mode::Max), "one name per mode");
