@@ -117,7 +117,6 @@ def _measure(a: argparse.Namespace, sizes: list[int], make: Callable[[int, float
 
 
 def _worker_main(argv: list[str]) -> int:
-
     ap = argparse.ArgumentParser(prog="python -m gdrlab.nccl.worker")
     for name, typ in (("--rank", int), ("--nranks", int), ("--port", int), ("--backend", str), ("--sizes", str),
                       ("--iters", int), ("--result", str), ("--rendezvous", str), ("--timeout", float)):
