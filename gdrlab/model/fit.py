@@ -187,7 +187,7 @@ def _fit_simple(rows: list[dict], stage: str, p: dict, fitted: dict, label: str,
 
 
 def _capped(chunk: float, rate: float) -> Callable[[np.ndarray], np.ndarray]:
-    """Time in microseconds of one ``chunk``-capped copy at ``rate`` bytes per microsecond."""
+    """``min(size, chunk) / rate``: microseconds to copy a message's first chunk (``rate`` in bytes/us)."""
     return lambda x: np.minimum(x, chunk) / rate
 
 
