@@ -7,6 +7,7 @@ import argparse
 import importlib
 import json
 import sys
+from typing import NoReturn
 
 from . import __version__
 from .errors import GdrlabError
@@ -19,7 +20,7 @@ class _Parser(argparse.ArgumentParser):
 
     last_error: str | None = None
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         _Parser.last_error = f"{self.prog}: {message}"
         super().error(message)
 

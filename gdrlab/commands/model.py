@@ -2,14 +2,20 @@
 the parameters of a profile with their sources. Every result is labelled "modelled"."""
 from __future__ import annotations
 
+import argparse
 import sys
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from ._common import add_json_flag, emit_json, table
+
+if TYPE_CHECKING:
+    from ..model import Profile
 
 ACTIONS = ("predict", "crossover", "policy", "show", "list")
 
 
-def add_parser(sub):
+def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "model", help="predict latency/bandwidth of every path from a hardware profile",
         description="Modelled one-way latency (us) and streaming bandwidth (GB/s) of the transfer paths for a "
@@ -54,7 +60,7 @@ def _overrides(items: list[str]) -> dict[str, float]:
     return out
 
 
-def _profile(args):
+def _profile(args: argparse.Namespace) -> tuple[Profile, dict[str, float]]:
     from .. import model
     from ..errors import InvalidArgument
 
@@ -65,13 +71,14 @@ def _profile(args):
     prof = prof.with_overrides(placement=args.placement)
     for key, value in overrides.items():
         try:
-            prof = prof.with_overrides(**{key: value})
+            one: dict[str, Any] = {key: value}  # a parameter name, as --set gave it
+            prof = prof.with_overrides(**one)
         except InvalidArgument as exc:
             raise InvalidArgument(f"--set {key}={value:g}: {exc}") from None
     return prof, overrides
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from .. import model
     from ..errors import InvalidArgument
     from ..units import parse_size
@@ -88,7 +95,7 @@ def run(args) -> int:
         return 0
 
     prof, overrides = _profile(args)
-    kw = {}
+    kw: dict[str, Any] = {}
     if args.chunk is not None:
         try:
             kw["chunk"] = parse_size(args.chunk)
@@ -148,7 +155,7 @@ def run(args) -> int:
     return _predict(model, args, prof, kw, label)
 
 
-def _predict(model, args, prof, kw: dict, label: str) -> int:
+def _predict(model: ModuleType, args: argparse.Namespace, prof: Profile, kw: dict, label: str) -> int:
     paths = _paths(args)
     df = model.predict_all(prof, args.sizes, paths=paths, **kw)
     rows = df.to_dict(orient="records")
@@ -175,9 +182,10 @@ def _size_text(size: int) -> str:
     return f"{size} bytes" if text.rstrip("B").strip() == str(size) else f"{size} bytes ({text})"
 
 
-def _explain(model, prof, rows: list[dict], kw: dict) -> list[dict]:
+def _explain(model: ModuleType, prof: Profile, rows: list[dict], kw: dict) -> list[dict]:
     """One route explanation per path, at the largest size asked for."""
-    out, seen = [], {}
+    out: list[dict] = []
+    seen: dict[str, int] = {}
     for r in rows:
         seen[r["path"]] = max(seen.get(r["path"], 0), int(r["size"]))
     for path, size in seen.items():
@@ -186,7 +194,7 @@ def _explain(model, prof, rows: list[dict], kw: dict) -> list[dict]:
     return out
 
 
-def _paths(args):
+def _paths(args: argparse.Namespace) -> list[str] | None:
     if not args.path:
         return None
     return [p.strip() for item in args.path for p in item.split(",") if p.strip()]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from ._common import add_json_flag, table
 
@@ -19,7 +20,7 @@ RESULT_COLUMNS = ["size", "iters", "time_us", "algbw_gbps", "busbw_gbps", "verif
 RUN_COLUMNS = ["name", "transport", "time_size", "time_us", "busbw_size", "busbw_gbps", "generation"]
 
 
-def add_parser(sub):
+def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "nccl", help="NCCL all-reduce across the GPUs here, and which transport NCCL chose",
         description="Runs an all-reduce through NCCL (PyTorch, else CuPy) with one process per GPU and "
@@ -77,7 +78,7 @@ def _print_parsed(parsed: dict, explain_lines: list[str]) -> None:
         print(_fmt(parsed["results"], ["op", "size", "time_us", "algbw_gbps", "busbw_gbps"]))
 
 
-def _run_parse(args) -> int:
+def _run_parse(args: argparse.Namespace) -> int:
     from ..nccl import explain, parse_log
 
     text, source = _read_log(args.logfile)
@@ -95,7 +96,7 @@ def _run_parse(args) -> int:
     return 0
 
 
-def _run_recorded(args) -> int:
+def _run_recorded(args: argparse.Namespace) -> int:
     from ..nccl import recorded_summary
 
     summary = recorded_summary()
@@ -115,7 +116,7 @@ def _save(path: str | None, log: str) -> None:
         print(f"gdrlab nccl: log written to {path}", file=sys.stderr)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     action = getattr(args, "nccl_action", None)
     if action == "parse":
         return _run_parse(args)

@@ -6,21 +6,26 @@ The shared token comes from ``--token-file FILE`` or ``$GDRLAB_TOKEN`` (neither 
 """
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import json
 import os
 import secrets
 import sys
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument
 from ._common import add_json_flag
+
+if TYPE_CHECKING:
+    from .._native import Server
 
 MIN_TOKEN_CHARS = 16  # off loopback; 16 random hex digits are 64 bits, out of reach of online guessing
 MAX_TOKEN_BYTES = 256  # the engine's limit for the token in its HELLO frame
 DEFAULT_MAX_CLIENTS = 64
 
 
-def add_parser(sub):
+def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "serve", help="serve bench clients (the remote side of `gdrlab bench --peer`)",
         description="Accept `gdrlab bench --peer HOST:PORT` clients one at a time. Listens on 127.0.0.1 by "
@@ -117,7 +122,7 @@ def is_loopback(host: str) -> bool:
         return False  # a host name: it may resolve anywhere
 
 
-def resolve_token(args, host: str) -> tuple[str, list[str], str | None]:
+def resolve_token(args: argparse.Namespace, host: str) -> tuple[str, list[str], str | None]:
     """(token, warnings, generated token or None) from --token-file, --gen-token, --token or
     $GDRLAB_TOKEN; one clear line for a token that cannot be used."""
     loopback = is_loopback(host)
@@ -160,7 +165,7 @@ def resolve_token(args, host: str) -> tuple[str, list[str], str | None]:
 
 
 # --------------------------------------------------------------------------- the command
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..engine import native
 
     host, port = parse_listen(args.listen)
@@ -194,7 +199,7 @@ def run(args) -> int:
     return _serve(server, args.once)
 
 
-def _serve(server, once: bool) -> int:
+def _serve(server: Server, once: bool) -> int:
     while True:
         try:
             came, error = server.serve_one(500)  # wake twice a second so Ctrl-C works

@@ -22,7 +22,7 @@ __all__ = ["discover", "doctor_report", "pci_devices", "rdma_devices", "peer_mem
            "path_availability", "cuda_gpus", "GpuList", "PATHS", "LIBRARIES"]
 
 
-def _is_live(root) -> bool:
+def _is_live(root: str | os.PathLike[str]) -> bool:
     return str(Path(os.fspath(root)).resolve()) == "/"
 
 
@@ -66,7 +66,7 @@ def _second_mem_bar(bars: list[dict]) -> int | None:
     return mem[1]["size_bytes"] if len(mem) >= 2 else None
 
 
-def _gpus(root, live: bool, pci: list[dict]) -> tuple[list[dict], str, dict]:
+def _gpus(root: str | os.PathLike[str], live: bool, pci: list[dict]) -> tuple[list[dict], str, dict]:
     nvidia = {d["pci_bus_id"]: d for d in pci if d["vendor_id"] == 0x10DE and d["class_id"] is not None
               and (d["class_id"] >> 8) in (0x0300, 0x0302)}
     if live:

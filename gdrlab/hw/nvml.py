@@ -6,7 +6,9 @@ functions here, never at import of gdrlab.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from types import ModuleType
+from typing import Any
 
 from .sysfs import norm_bus_id
 
@@ -22,7 +24,7 @@ class GpuList(list):
 
 
 @contextlib.contextmanager
-def _session():
+def _session() -> Iterator[ModuleType]:
     try:
         import pynvml  # nvidia-ml-py
     except ImportError:
@@ -40,14 +42,14 @@ def _session():
             pynvml.nvmlShutdown()
 
 
-def _try(fn, *args, default=None):
+def _try(fn: Callable[..., Any], *args: Any, default: Any = None) -> Any:
     try:
         return fn(*args)
     except Exception:  # NVMLError_NotSupported and friends: the field is just unknown
         return default
 
 
-def _text(v):
+def _text(v: Any) -> Any:
     return v.decode() if isinstance(v, bytes) else v
 
 

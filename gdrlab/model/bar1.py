@@ -3,6 +3,7 @@ BAR1 space in 64 KiB GPU pages, and the K20's 256 MB runs out fast."""
 from __future__ import annotations
 
 import errno
+from typing import Any
 
 from ..errors import InvalidArgument, VerbsError
 from .profile import Profile, get_profile
@@ -16,7 +17,7 @@ def bar1_available_bytes(profile: Profile | str) -> int:
     return int(p["bar1_bytes"] - p["bar1_reserved_bytes"])
 
 
-def register_mr(profile: Profile | str, nbytes: int, *, in_use_bytes: int = 0, **overrides) -> dict:
+def register_mr(profile: Profile | str, nbytes: int, *, in_use_bytes: int = 0, **overrides: Any) -> dict:
     """Model ``ibv_reg_mr`` on ``nbytes`` of GPU memory (also what a gdrcopy mapping costs).
 
     The registration pins whole GPU pages, so it takes ``nbytes`` rounded up to ``gpu_page_bytes``

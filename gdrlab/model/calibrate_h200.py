@@ -84,8 +84,9 @@ def load_recorded(directory: Path | str = RECORDED_DIR) -> tuple[list[dict], dic
     used, superseded = [], []
     for name, rows in per_file.items():
         for r in rows:
-            if name == CURRICULUM_FILE and row_target(r) in measured_elsewhere:
-                superseded.append(row_target(r)[1])
+            tgt = row_target(r)
+            if name == CURRICULUM_FILE and tgt is not None and tgt in measured_elsewhere:
+                superseded.append(tgt[1])
                 continue
             used.append(r)
     return used, {"files": list(per_file), "superseded_curriculum_targets": sorted(set(superseded))}

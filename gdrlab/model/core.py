@@ -8,7 +8,8 @@ arrays, so a 30-point sweep of every path costs a few milliseconds per profile.
 """
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from ..vocab import NETWORK_PATHS, PATHS
 from . import routes as R
 from .pipeline import schedule
 from .profile import Profile, get_profile
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["PATHS", "NETWORK_PATHS", "STAGES", "WIRES", "latency_us", "bandwidth_gbps", "evaluate", "evaluate_full",
            "explain", "default_paths",
@@ -50,7 +54,7 @@ def as_sizes(sizes: Any) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- stages
-def stage_us(profile: Profile | str, stage: str, sizes: Any, **overrides) -> np.ndarray:
+def stage_us(profile: Profile | str, stage: str, sizes: Any, **overrides: Any) -> np.ndarray:
     """Time in microseconds of one stage alone (a copy, a memcpy, one wire crossing, ...)."""
     prof = get_profile(profile, **overrides)
     s = as_sizes(sizes)
@@ -91,14 +95,15 @@ def _recv_fixed(p: dict, wire: str) -> float:
 
 
 # ---------------------------------------------------------------------------- paths
-def _pipeline(p: dict, s, wire: str, chunk: float, depth: float, links: dict):
+def _pipeline(p: dict, s: np.ndarray, wire: str, chunk: float, depth: float,
+              links: dict) -> tuple[np.ndarray, dict[str, Any]]:
     """Latency and busy resources of ``shared`` cut into chunks over ``depth`` buffers per side."""
     wrate = R.rate_of(links, R.WIRE_LINKS)
     n = np.ceil(s / chunk)
     c = float(chunk)
     r = s - (n - 1) * chunk                  # the last chunk, 1..chunk bytes
 
-    def parts(x):
+    def parts(x: Any) -> tuple[tuple[Any, Any, Any], tuple[Any, Any, Any]]:
         o1, d1 = R.copy_parts(p, "d2h", x, links["copy-d2h"])
         o2, d2 = R.wire_parts(p, x, wire, wrate)
         o3, d3 = R.copy_parts(p, "h2d", x, links["copy-h2d"])
@@ -125,7 +130,8 @@ def _wire_name(links: dict) -> str:
     return min((n for n in R.WIRE_LINKS if n in links), key=lambda n: links[n])
 
 
-def evaluate_full(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: float, depth: float):
+def evaluate_full(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: float,
+                  depth: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(latency_us, bw_gbps, bottleneck names) arrays for a checked profile, path and wire."""
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         lat, bw, neck = _evaluate(prof, path, s, wire=wire, chunk=chunk, depth=depth)
@@ -136,7 +142,8 @@ def evaluate_full(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: 
     return lat, bw, neck
 
 
-def _evaluate(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: float, depth: float):
+def _evaluate(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: float,
+              depth: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     p = prof.params
     sw = p["sw_overhead_us"]
     links = R.route(p, path, prof.placement, wire, _nvlink(prof))
@@ -194,7 +201,8 @@ def _evaluate(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: floa
     return lat, s / (total * 1e3), neck
 
 
-def evaluate(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: float, depth: float):
+def evaluate(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: float,
+             depth: float) -> tuple[np.ndarray, np.ndarray]:
     """(latency_us, bw_gbps) arrays for a checked profile, path and wire."""
     lat, bw, _ = evaluate_full(prof, path, s, wire=wire, chunk=chunk, depth=depth)
     return lat, bw
@@ -221,7 +229,8 @@ def default_paths(profile: Profile | str, wire: str | None = None) -> list[str]:
 
 
 def explain(profile: Profile | str, path: str, size: float, *, placement: str | None = None,
-            chunk: int | None = None, depth: int | None = None, wire: str | None = None, **overrides) -> dict:
+            chunk: int | None = None, depth: int | None = None, wire: str | None = None,
+            **overrides: float) -> dict[str, Any]:
     """Why ``path`` takes what it takes at ``size``: every link on its route with its rate, the
     bottleneck of streaming, latency and bandwidth."""
     prof, c, d = _resolve(profile, placement, chunk, depth, wire, overrides)
@@ -260,7 +269,8 @@ def check_path(prof: Profile, path: str, wire: str | None = None) -> str:
     return wire
 
 
-def _resolve(profile, placement, chunk, depth, wire, overrides):
+def _resolve(profile: Profile | str, placement: str | None, chunk: float | None, depth: float | None,
+             wire: str | None, overrides: dict[str, Any]) -> tuple[Profile, float, float]:
     prof = get_profile(profile, placement=placement, **overrides)
     chunk_b = float(chunk) if chunk is not None else prof.params["chunk_bytes"]
     depth_n = float(depth) if depth is not None else prof.params["depth"]
@@ -273,14 +283,14 @@ def _resolve(profile, placement, chunk, depth, wire, overrides):
 
 def latency_us(profile: Profile | str, path: str, sizes: Any, *, placement: str | None = None,
                chunk: int | None = None, depth: int | None = None, wire: str | None = None,
-               **overrides) -> np.ndarray:
+               **overrides: float) -> np.ndarray:
     """One-way latency in microseconds of ``path`` at each size (the fast core behind sliders)."""
     prof, c, d = _resolve(profile, placement, chunk, depth, wire, overrides)
     w = check_path(prof, path, wire)
     return evaluate(prof, path, as_sizes(sizes), wire=w, chunk=c, depth=d)[0]
 
 
-def bandwidth_gbps(profile: Profile | str, path: str, sizes: Any, **kw) -> np.ndarray:
+def bandwidth_gbps(profile: Profile | str, path: str, sizes: Any, **kw: Any) -> np.ndarray:
     """Streaming bandwidth in GB/s (1e9 B/s) of ``path`` at each size."""
     prof, c, d = _resolve(profile, kw.pop("placement", None), kw.pop("chunk", None), kw.pop("depth", None),
                           kw.get("wire"), {k: v for k, v in kw.items() if k != "wire"})
@@ -296,7 +306,8 @@ def _provenance(prof: Profile, wire: str, overrides: dict, chunk: float, depth: 
 
 
 def predict(profile_or_name: Profile | str, path: str, sizes: Any = "8:64M", *, placement: str | None = None,
-            chunk: int | None = None, depth: int | None = None, wire: str | None = None, **overrides):
+            chunk: int | None = None, depth: int | None = None, wire: str | None = None,
+            **overrides: float) -> pd.DataFrame:
     """Modelled latency and bandwidth of one path: DataFrame with columns path, size, lat_us,
     bw_gbps and ``attrs["provenance"] = {"kind": "modelled", "profile": ..., ...}``."""
     import pandas as pd
@@ -311,7 +322,8 @@ def predict(profile_or_name: Profile | str, path: str, sizes: Any = "8:64M", *, 
     return df
 
 
-def predict_all(profile_or_name: Profile | str, sizes: Any = "8:64M", paths=None, **kw):
+def predict_all(profile_or_name: Profile | str, sizes: Any = "8:64M", paths: Iterable[str] | None = None,
+                **kw: Any) -> pd.DataFrame:
     """:func:`predict` for every path the profile can run (or ``paths``), stacked."""
     import pandas as pd
 

@@ -9,6 +9,7 @@ alike. A stage without rows keeps the base profile's values, and its source says
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from .profile import Profile, get_profile
 __all__ = ["calibrate", "row_target", "predict_row", "fit_report"]
 
 
-def _val(row: dict, key: str):
+def _val(row: dict, key: str) -> Any:
     v = row.get(key)
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return None
@@ -70,8 +71,8 @@ def predict_row(prof: Profile, row: dict) -> dict:
     depth = _val(row, "depth")
     p2, c, d = _resolve(prof, None, chunk, depth, wire or None, {})
     w = check_path(p2, path, (wire or None) if path in NETWORK_PATHS else None)
-    lat, bw = evaluate(p2, path, s, wire=w, chunk=c, depth=d)
-    return {"lat_us": float(lat[0]), "bw_gbps": float(bw[0])}
+    lats, bws = evaluate(p2, path, s, wire=w, chunk=c, depth=d)
+    return {"lat_us": float(lats[0]), "bw_gbps": float(bws[0])}
 
 
 # ------------------------------------------------------------------------ least squares helpers
@@ -111,7 +112,7 @@ def _lat_of(r: dict) -> float | None:
     return None
 
 
-def _fit_ce(rows, p: dict, fitted: dict, label: str):
+def _fit_ce(rows: list[dict], p: dict, fitted: dict, label: str) -> None:
     sel = [r for d in ("h2d", "d2h") for r in _rows_for(rows, f"copy-{d}-pinned") if _lat_of(r)]
     if not sel:
         return
@@ -119,7 +120,7 @@ def _fit_ce(rows, p: dict, fitted: dict, label: str):
     t = np.array([_lat_of(r) for r in sel])
     dirs = [r["_target"][1].split("-")[1] for r in sel]
     n_sizes = len(set(s.tolist()))
-    best = None
+    best: tuple[dict[str, float], float, float] | None = None
     grid = [0.0] + list(np.geomspace(256, 16 << 20, 65)) if n_sizes >= 4 else [0.0]
     for rb in grid:
         cols = {f"ce_launch_{d}_us": np.array([1.0 if x == d else 0.0 for x in dirs]) for d in sorted(set(dirs))}
@@ -129,12 +130,13 @@ def _fit_ce(rows, p: dict, fitted: dict, label: str):
         if n_sizes >= 2:
             for d in sorted(set(dirs)):
                 cols[f"_x_{d}"] = np.array([1.0 if x == d else 0.0 for x in dirs]) * s
-            off = 0.0
+            off: np.ndarray | float = 0.0
         else:
             off = np.array([x / (ce_rate_gbps(p, d) * 1e3) for x, d in zip(s, dirs)])
         sol, rms = _rel_lstsq(cols, t, off)
         if best is None or rms < best[1] - 1e-12:
             best = (sol, rms, rb)
+    assert best is not None  # the grid is never empty
     sol, rms, rb = best
     for k, v in sol.items():
         if k.startswith("_x_"):
@@ -160,12 +162,12 @@ def _fit_ce(rows, p: dict, fitted: dict, label: str):
             fitted[f"ce_ramp_{d}_us"] = (label + " (no ramp needed)", len(sel), rms)
 
 
-def _fit_simple(rows, stage: str, p: dict, fitted: dict, label: str, fixed_key: str, rate_key: str,
-                extra=None):
+def _fit_simple(rows: list[dict], stage: str, p: dict, fitted: dict, label: str, fixed_key: str, rate_key: str,
+                extra: Callable[[np.ndarray], Any] | None = None) -> float | None:
     """t = p[fixed_key] + extra(s) + s / p[rate_key]: the fixed part too when two sizes or more."""
     sel = [r for r in _rows_for(rows, stage) if _lat_of(r)]
     if not sel:
-        return
+        return None
     s = np.array([float(r["size"]) for r in sel])
     t = np.array([_lat_of(r) for r in sel])
     off = extra(s) if extra else 0.0
@@ -184,7 +186,12 @@ def _fit_simple(rows, stage: str, p: dict, fitted: dict, label: str, fixed_key: 
     return rms
 
 
-def _fit_pageable(rows, p: dict, fitted: dict, label: str):
+def _capped(chunk: float, rate: float) -> Callable[[np.ndarray], np.ndarray]:
+    """``min(size, chunk) / rate``: microseconds to copy a message's first chunk (``rate`` in bytes/us)."""
+    return lambda x: np.minimum(x, chunk) / rate
+
+
+def _fit_pageable(rows: list[dict], p: dict, fitted: dict, label: str) -> None:
     """Per direction: fixed cost and steady rate; the staging chunk (shared) by grid search."""
     sel = [r for d in ("h2d", "d2h") for r in _rows_for(rows, f"copy-{d}-pageable") if _lat_of(r)]
     if not sel:
@@ -192,46 +199,49 @@ def _fit_pageable(rows, p: dict, fitted: dict, label: str):
     mc = p["cpu_memcpy_gbps"] * 1e3
     many = len({float(r["size"]) for r in sel}) >= 4
     chunks = [0.0] + list(np.geomspace(16 << 10, 64 << 20, 49)) if many else [p["pageable_chunk_bytes"]]
-    best = None
+    best: tuple[float, float] | None = None
     for c in chunks:
         err, p2 = 0.0, dict(p, pageable_chunk_bytes=c)
         for d in ("h2d", "d2h"):
             rms = _fit_simple(rows, f"copy-{d}-pageable", p2, {}, label, f"pageable_{d}_us",
-                              f"pageable_{d}_gbps", extra=lambda x, c=c: np.minimum(x, c) / mc)
+                              f"pageable_{d}_gbps", extra=_capped(c, mc))
             err += (rms or 0.0) ** 2
         if best is None or err < best[0] - 1e-12:
             best = (err, c)
+    assert best is not None  # chunks is never empty
     c = best[1]
     p["pageable_chunk_bytes"] = float(round(c))
     for d in ("h2d", "d2h"):
         _fit_simple(rows, f"copy-{d}-pageable", p, fitted, label, f"pageable_{d}_us", f"pageable_{d}_gbps",
-                    extra=lambda x: np.minimum(x, c) / mc)
+                    extra=_capped(c, mc))
     if many:
         fitted["pageable_chunk_bytes"] = (label, len(sel), float(np.sqrt(best[0] / 2)))
 
 
-def _fit_p2p_staged(rows, p: dict, fitted: dict, label: str):
+def _fit_p2p_staged(rows: list[dict], p: dict, fitted: dict, label: str) -> None:
     sel = [r for r in _rows_for(rows, "p2p-staged") if _lat_of(r)]
     if not sel:
         return
     s = np.array([float(r["size"]) for r in sel])
     ce = ce_rate_gbps(p, "d2h") * 1e3
     chunks = list(np.geomspace(16 << 10, 64 << 20, 61)) if len(set(s.tolist())) >= 3 else [p["p2p_staged_chunk_bytes"]]
-    best = None
+    best: tuple[float, float] | None = None
     for c in chunks:
         p2 = dict(p, p2p_staged_chunk_bytes=c)
         rms = _fit_simple(rows, "p2p-staged", p2, {}, label, "p2p_staged_lat_us", "p2p_staged_gbps",
-                          extra=lambda x, c=c: np.minimum(x, c) / ce)
+                          extra=_capped(c, ce))
+        assert rms is not None  # sel is not empty, so _fit_simple fitted
         if best is None or rms < best[0] - 1e-12:
             best = (rms, c)
+    assert best is not None  # chunks is never empty
     p["p2p_staged_chunk_bytes"] = float(round(best[1]))
     _fit_simple(rows, "p2p-staged", p, fitted, label, "p2p_staged_lat_us", "p2p_staged_gbps",
-                extra=lambda x: np.minimum(x, best[1]) / ce)
+                extra=_capped(best[1], ce))
     if len(chunks) > 1:
         fitted["p2p_staged_chunk_bytes"] = (label, len(sel), best[0])
 
 
-def _fit_wire(rows, p: dict, fitted: dict, label: str):
+def _fit_wire(rows: list[dict], p: dict, fitted: dict, label: str) -> None:
     """The tcp (or verbs) wire from ``host`` bench rows: latency rows give the fixed one-way time,
     bandwidth rows the per-message cost and rate; both share the rate."""
     for wire in ("tcp", "verbs"):
@@ -290,7 +300,7 @@ def _rate_bound(sel: list[dict], cpu_us: float) -> tuple[list[float], list[float
     return s_b, t_b
 
 
-def _fit_gdr(rows, p: dict, fitted: dict, label: str, placement: str):
+def _fit_gdr(rows: list[dict], p: dict, fitted: dict, label: str, placement: str) -> None:
     """GDR over verbs: the extra small-message time, and the rate at the profile's placement (the
     NIC reading the sender's GPU is taken as the limit when it is below the wire)."""
     from .params import PLACEMENT_SUFFIX

@@ -6,6 +6,8 @@ GB/s are bytes per nanosecond, so ``size / (gbps * 1e3)`` is microseconds.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import InvalidArgument
 
 __all__ = ["PARAMS", "PLACEMENTS", "LEVELS", "PLACEMENT_SUFFIX", "ALIASES", "param_names", "check_value",
@@ -107,7 +109,7 @@ def resolve_alias(name: str, placement: str) -> str:
     return name
 
 
-def check_value(name: str, value) -> float:
+def check_value(name: str, value: Any) -> float:
     """Return ``value`` as a float if it is physically possible for ``name``; raise otherwise."""
     if name not in PARAMS:
         valid = ", ".join(list(PARAMS) + list(ALIASES))

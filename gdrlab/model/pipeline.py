@@ -15,12 +15,16 @@ stepped. The last (partial) chunk is one vectorised step per message size.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["schedule"]
 
 
-def _step(state: list, a, d, depth: int, i: int, streamed: bool = False):
+def _step(state: list, a: np.ndarray, d: np.ndarray, depth: int, i: int,
+          streamed: bool = False) -> tuple[Any, Any, Any]:
     """Finish times (f1, f2, f3) of chunk ``i`` given the earlier ones (lists of arrays/floats).
 
     ``streamed``: the wire lands data in the receiver's kernel buffers (tcp), so a receiver buffer
@@ -45,10 +49,13 @@ def _step(state: list, a, d, depth: int, i: int, streamed: bool = False):
     return f1, f2, start3 + a[2]
 
 
-def _full_chunks(a_full, d, depth: int, m: int, horizon: int, streamed: bool):
+def _full_chunks(a_full: np.ndarray, d: np.ndarray, depth: int, m: int, horizon: int,
+                 streamed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Finish times of the first ``min(m, horizon)`` full chunks, and the per-``depth`` shift."""
     k = min(m, horizon)
-    f1s, f2s, f3s = [], [], []
+    f1s: list[float] = []
+    f2s: list[float] = []
+    f3s: list[float] = []
     for i in range(k):
         f1, f2, f3 = _step([f1s, f2s, f3s], a_full, d, depth, i, streamed)
         f1s.append(float(f1))
@@ -57,7 +64,8 @@ def _full_chunks(a_full, d, depth: int, m: int, horizon: int, streamed: bool):
     return np.array(f1s), np.array(f2s), np.array(f3s)
 
 
-def schedule(a_full, a_last, d, n, depth: int, horizon: int | None = None, streamed: bool = False) -> np.ndarray:
+def schedule(a_full: npt.ArrayLike, a_last: npt.ArrayLike, d: npt.ArrayLike, n: npt.ArrayLike, depth: int,
+             horizon: int | None = None, streamed: bool = False) -> np.ndarray:
     """Finish time (end of the last chunk's copy-in, plus its delay) of messages of ``n`` chunks.
 
     Parameters

@@ -1,6 +1,7 @@
 """Crossovers between paths and the size-based hybrid policy a communication library would derive."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -22,13 +23,14 @@ def _grid(lo: int, hi: int) -> np.ndarray:
     return g
 
 
-def _lat_fn(profile, path: str, placement, chunk, depth, wire, overrides):
+def _lat_fn(profile: Profile | str, path: str, placement: str | None, chunk: float | None, depth: float | None,
+            wire: str | None, overrides: dict[str, Any]) -> Callable[[Any], np.ndarray]:
     prof, c, d = _resolve(profile, placement, chunk, depth, wire, overrides)
     w = check_path(prof, path, wire if path in NETWORK_PATHS else None)
     return lambda s: evaluate(prof, path, as_sizes(s), wire=w, chunk=c, depth=d)[0]
 
 
-def _first_true(pred, lo: int, hi: int) -> int:
+def _first_true(pred: Callable[[int], Any], lo: int, hi: int) -> int:
     """Smallest integer in (lo, hi] where pred holds, given pred(lo) is False and pred(hi) True."""
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -55,7 +57,7 @@ def crossings(profile: Profile | str, a: str, b: str, *, lo: int = 1, hi: int = 
     lat_b = _lat_fn(profile, b, placement, chunk, depth, wire, overrides)
     g = _grid(int(lo), int(hi))
 
-    def b_wins(x) -> np.ndarray:
+    def b_wins(x: Any) -> np.ndarray:
         x = np.atleast_1d(np.asarray(x))
         return lat_b(x) < lat_a(x)
 
@@ -63,7 +65,9 @@ def crossings(profile: Profile | str, a: str, b: str, *, lo: int = 1, hi: int = 
     out = [{"size": int(g[0]), "faster": b}] if wins[0] else []
     for j in np.flatnonzero(wins[1:] != wins[:-1]) + 1:
         now = bool(wins[j])
-        edge = _first_true(lambda x, now=now: bool(b_wins(x)[0]) == now, int(g[j - 1]), int(g[j]))
+        def flips(x: int, now: bool = now) -> bool:
+            return bool(b_wins(x)[0]) == now
+        edge = _first_true(flips, int(g[j - 1]), int(g[j]))
         out.append({"size": edge, "faster": b if now else a})
     return out
 
@@ -80,7 +84,7 @@ def crossover(profile: Profile | str, a: str, b: str, *, lo: int = 1, hi: int = 
     return None
 
 
-def hybrid_policy(profile: Profile | str, paths=None, *, lo: int = 1, hi: int = 1 << 30,
+def hybrid_policy(profile: Profile | str, paths: Iterable[str] | None = None, *, lo: int = 1, hi: int = 1 << 30,
                   placement: str | None = None, chunk: int | None = None, depth: int | None = None,
                   wire: str | None = None, **overrides: Any) -> list[dict]:
     """Which path to use for which size range, as a library would set its thresholds: a list of

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ class Profile:
 
     def __init__(self, name: str, description: str, params: dict, sources: dict, topology: dict,
                  placement: str | None = None, follows: str = "", calibration: dict | None = None,
-                 level: str = "verbs"):
+                 level: str = "verbs") -> None:
         if level not in LEVELS:
             raise InvalidArgument(f"profile {name!r}: unknown level {level!r}; valid: {', '.join(LEVELS)}")
         self.level = level
@@ -142,7 +143,7 @@ class Profile:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
 
-    def save(self, path) -> Path:
+    def save(self, path: str | os.PathLike[str]) -> Path:
         path = Path(path)
         path.write_text(self.to_json() + "\n")
         return path
@@ -162,7 +163,7 @@ class Profile:
             raise InvalidArgument(f"not a profile document: missing {exc}") from None
 
     @classmethod
-    def load(cls, path) -> "Profile":
+    def load(cls, path: str | os.PathLike[str]) -> "Profile":
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     def __repr__(self) -> str:

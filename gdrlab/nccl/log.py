@@ -104,7 +104,8 @@ def _prefix(before: str) -> tuple[str, int | None]:
     ids, bracket, dev = before[:-2].rpartition(" [")
     rest, colon1, tid = ids.rpartition(":")
     rest, colon2, pid = rest.rpartition(":")
-    host = _HOST_RUN.match(rest[::-1])[0][::-1]  # the run without whitespace or ':' ending ``rest``
+    run = _HOST_RUN.match(rest[::-1])  # always matches, maybe empty
+    host = run[0][::-1] if run else ""  # the run without whitespace or ':' ending ``rest``
     if not (bracket and colon1 and colon2 and host and dev.isdecimal() and tid.isdecimal()
             and pid.isdecimal()):
         return "", None
@@ -133,13 +134,13 @@ _PATH_TYPES = {"NVL": "by NVLink", "NVB": "by NVLink through another GPU", "PIX"
                "PHB": "through the CPU's PCIe host bridge", "SYS": "across CPU sockets"}
 
 
-def _add_reason(reasons: dict, msg: str, meaning: str, who, source: str = "net") -> None:
+def _add_reason(reasons: dict, msg: str, meaning: str, who: int | None, source: str = "net") -> None:
     entry = reasons.setdefault(msg, {"message": msg, "meaning": meaning, "source": source, "ranks": []})
     if who is not None and who not in entry["ranks"]:
         entry["ranks"].append(who)
 
 
-def _read_fact(out: dict, ranks: dict, reasons: dict, body: str, who, host: str) -> None:
+def _read_fact(out: dict, ranks: dict, reasons: dict, body: str, who: int | None, host: str) -> None:
     """One message that is not a connection line: header facts, environment, graphs, paths."""
     if out["version"] is None and (m := _VERSION.match(body)):
         out["version"] = m[1]
@@ -268,7 +269,8 @@ _GENERATION = {"P2P": "GPUDirect P2P: peer DMA between GPUs", "SHM": "staged thr
 
 def _gpu_path(parsed: dict) -> str | None:
     """The path type NCCL's topology found between two GPUs (NVL, PIX, PHB, ...), if it logged one."""
-    return next(iter(parsed["topology"].values()), {}).get("type")
+    first: dict = next(iter(parsed["topology"].values()), {})
+    return first.get("type")
 
 
 def _generation(transport: str | None, gpu_path: str | None = None) -> str:

@@ -11,6 +11,7 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ..errors import GdrlabError, InvalidArgument, PeerTimeout, Unavailable
 from ..units import parse_sizes
@@ -57,7 +58,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_allreduce(sizes=DEFAULT_SIZES, disable: Iterable[str] = (), *, nranks: int | None = None,
+def run_allreduce(sizes: str | int | Iterable[str | int] = DEFAULT_SIZES, disable: Iterable[str] = (), *, nranks: int | None = None,
                   iters: int | None = None, timeout_s: float = 300.0, use: str | None = None) -> dict:
     """All-reduce through NCCL with one process per GPU on this machine, ``NCCL_DEBUG=INFO``.
 
@@ -128,7 +129,8 @@ def run_allreduce(sizes=DEFAULT_SIZES, disable: Iterable[str] = (), *, nranks: i
                                        "backend": use})}
 
 
-def compare(sizes=DEFAULT_SIZES, configs=COMPARE_CONFIGS, **kw) -> dict:
+def compare(sizes: str | int | Iterable[str | int] = DEFAULT_SIZES,
+            configs: Iterable[tuple[str, Iterable[str]]] = COMPARE_CONFIGS, **kw: Any) -> dict:
     """:func:`run_allreduce` once per ``(name, disable)`` config; ``rows`` has one line per run
     (name, transport, time at the smallest size, bus bandwidth at the largest)."""
     runs, rows = {}, []

@@ -4,10 +4,13 @@ Checks one all-reduce per size, then times many; rank 0 prints the results in th
 recorded logs and writes them as JSON for the parent process."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..errors import PeerTimeout, Unavailable
 from .log import bus_bandwidth, format_result_line
@@ -18,7 +21,7 @@ def _iters_for(size: int) -> int:
     return int(max(20, min(500, (4 << 30) // max(size, 1))))
 
 
-def _torch_rank(a, sizes: list[int]) -> list[dict]:
+def _torch_rank(a: argparse.Namespace, sizes: list[int]) -> list[dict]:
     import datetime
 
     import torch
@@ -31,16 +34,16 @@ def _torch_rank(a, sizes: list[int]) -> list[dict]:
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{a.port}", rank=a.rank, world_size=a.nranks,
                             timeout=datetime.timedelta(seconds=a.timeout))
     try:
-        def step(x):
+        def step(x: Any) -> None:
             dist.all_reduce(x)
 
-        def make(count, value):
+        def make(count: int, value: float) -> Any:
             return torch.full((count,), float(value), dtype=torch.float32, device=dev)
 
-        def first_last(x):
+        def first_last(x: Any) -> tuple[float, float]:
             return float(x[0].item()), float(x[-1].item())
 
-        def slowest(dt):
+        def slowest(dt: float) -> float:
             t = torch.tensor([dt], dtype=torch.float64, device=dev)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             return float(t.item())
@@ -49,7 +52,7 @@ def _torch_rank(a, sizes: list[int]) -> list[dict]:
         dist.destroy_process_group()
 
 
-def _cupy_rank(a, sizes: list[int]) -> list[dict]:
+def _cupy_rank(a: argparse.Namespace, sizes: list[int]) -> list[dict]:
     import cupy as cp
     from cupy.cuda import nccl
 
@@ -68,11 +71,11 @@ def _cupy_rank(a, sizes: list[int]) -> list[dict]:
     # the default stream: the fills that cp.full queues there are ordered before the all-reduces
     stream = cp.cuda.get_current_stream()
 
-    def step(x, op=nccl.NCCL_SUM):
+    def step(x: Any, op: int = nccl.NCCL_SUM) -> None:
         dtype = nccl.NCCL_FLOAT64 if x.dtype == cp.float64 else nccl.NCCL_FLOAT32
         comm.allReduce(x.data.ptr, x.data.ptr, x.size, dtype, op, stream.ptr)
 
-    def slowest(dt):
+    def slowest(dt: float) -> float:
         t = cp.array([dt], dtype=cp.float64)
         step(t, nccl.NCCL_MAX)
         stream.synchronize()
@@ -84,7 +87,9 @@ def _cupy_rank(a, sizes: list[int]) -> list[dict]:
         comm.destroy()
 
 
-def _measure(a, sizes, make, step, sync, first_last, slowest) -> list[dict]:
+def _measure(a: argparse.Namespace, sizes: list[int], make: Callable[[int, float], Any], step: Callable[[Any], None],
+             sync: Callable[[], Any], first_last: Callable[[Any], tuple[float, float]],
+             slowest: Callable[[float], float]) -> list[dict]:
     """Check one all-reduce per size (each rank adds rank+1), then time ``iters`` of them; the
     time of a size is the slowest rank's mean, as nccl-tests reports it."""
     rows = []
@@ -112,8 +117,6 @@ def _measure(a, sizes, make, step, sync, first_last, slowest) -> list[dict]:
 
 
 def _worker_main(argv: list[str]) -> int:
-    import argparse
-
     ap = argparse.ArgumentParser(prog="python -m gdrlab.nccl.worker")
     for name, typ in (("--rank", int), ("--nranks", int), ("--port", int), ("--backend", str), ("--sizes", str),
                       ("--iters", int), ("--result", str), ("--rendezvous", str), ("--timeout", float)):

@@ -9,16 +9,22 @@ no real machine could have it.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from ._check import PciTreeWarning, check_pci_tree
 from ._topo import NCCL_DEFAULT_GDR_LEVEL, Topology, parse_gdr_level
 from .hwloc import from_hwloc, recorded_machines
 from .sysfs import from_sysfs
 
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
 __all__ = ["Topology", "from_hwloc", "from_sysfs", "figure", "recorded_machines", "check_pci_tree",
            "PciTreeWarning", "parse_gdr_level", "NCCL_DEFAULT_GDR_LEVEL"]
 
 
-def figure(topo: Topology, highlight=None):
+def figure(topo: Topology, highlight: Sequence[str] | None = None) -> go.Figure:
     """A plotly drawing of the tree; see :func:`gdrlab.topology.plot.figure`."""
     from .plot import figure as _figure
     return _figure(topo, highlight=highlight)

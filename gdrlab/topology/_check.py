@@ -27,7 +27,15 @@ are applied.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
+
 from ._tree import Node
+
+if TYPE_CHECKING:
+    from ._topo import Topology
+
+_Add = Callable[[str, Node, str], None]  # (rule, node at fault, message)
 
 __all__ = ["PciTreeWarning", "check_pci_tree", "format_problems"]
 
@@ -69,7 +77,7 @@ def _ranges(root: Node) -> dict[int, tuple[int, int, int, bool]]:
     return out
 
 
-def check_pci_tree(tree) -> list[dict]:
+def check_pci_tree(tree: Topology | Node) -> list[dict]:
     """Problems that make a PCI tree impossible on real hardware; ``[]`` when it could exist.
 
     Parameters
@@ -84,7 +92,7 @@ def check_pci_tree(tree) -> list[dict]:
         ``secondary-bus``, ``bus-range``, ``nesting``, ``overlap``, ``one-device-per-link``),
         ``where`` (the PCI address or host bridge at fault) and ``message`` (one sentence).
     """
-    root = getattr(tree, "root", tree)
+    root = cast(Node, getattr(tree, "root", tree))  # a Topology gives its root; a Node is one
     ranges = _ranges(root)
     problems: list[dict] = []
 
@@ -116,7 +124,7 @@ def check_pci_tree(tree) -> list[dict]:
     return problems
 
 
-def _check_function(n: Node, ranges: dict, add) -> None:
+def _check_function(n: Node, ranges: dict, add: _Add) -> None:
     """``n`` against the nearest ancestor whose bus range is known."""
     me = _bus(n)
     if me is None:
@@ -144,7 +152,7 @@ def _check_function(n: Node, ranges: dict, add) -> None:
                           f"its own bus inside {where}")
 
 
-def _check_siblings(n: Node, ranges: dict, add) -> None:
+def _check_siblings(n: Node, ranges: dict, add: _Add) -> None:
     kids = sorted(((ranges[id(c)][1:3], c) for c in n.children if id(c) in ranges and c.kind == "bridge"),
                   key=lambda t: t[0])
     for (a_range, a), (b_range, b) in zip(kids, kids[1:]):

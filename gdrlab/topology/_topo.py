@@ -63,7 +63,7 @@ class Topology:
     def __init__(self, root: Node, devices: list[tuple[dict, Node]], *, source: str,
                  provenance: str, nvlinks: dict[tuple[str, str], int] | None = None,
                  cpus_by_numa: dict[int, list[int]] | None = None, nvlink_note: str = "",
-                 pci_problems: list[dict] | None = None):
+                 pci_problems: list[dict] | None = None) -> None:
         self.root = root
         self._nodes = {d["name"]: n for d, n in devices}
         self.devices = [d for d, _ in devices]
@@ -193,6 +193,6 @@ class Topology:
         return f"<Topology {len(self.gpus)} GPUs, {len(self.nics)} NICs from {self.source}>"
 
 
-def _natural_key(name: str):
+def _natural_key(name: str) -> list[int | str]:
     import re
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]

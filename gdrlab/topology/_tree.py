@@ -8,7 +8,7 @@ can be counted as *one* switch, as nvidia-smi and NCCL count it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterable, Iterator
 
 __all__ = ["Node", "pcie_code", "path_between", "assign_bridge_roles", "format_cpulist",
            "parse_cpulist", "CODE_ORDER"]
@@ -46,7 +46,8 @@ class Node:
 
     def ancestors(self) -> list["Node"]:
         """Self first, then parent, ..., root."""
-        out, node = [], self
+        out: list[Node] = []
+        node: Node | None = self
         while node is not None:
             out.append(node)
             node = node.parent
@@ -162,7 +163,7 @@ def parse_cpulist(text: str) -> list[int]:
     return out
 
 
-def format_cpulist(cpus) -> str:
+def format_cpulist(cpus: Iterable[int]) -> str:
     """``[0, 1, 2, 3, 8]`` -> ``"0-3,8"`` (the form numactl and sysfs use)."""
     cpus = sorted(set(int(c) for c in cpus))
     if not cpus:

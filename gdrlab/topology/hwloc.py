@@ -10,6 +10,7 @@ import os
 import re
 import warnings
 import xml.etree.ElementTree as ET
+from typing import overload
 from pathlib import Path
 
 import numpy as np
@@ -76,7 +77,7 @@ def _shown(value: str, limit: int = 40) -> str:
     return repr(value if len(value) <= limit else value[:limit] + "...")
 
 
-def _resolve(path_or_text) -> tuple[bytes | str, str, str]:
+def _resolve(path_or_text: str | bytes | os.PathLike[str]) -> tuple[bytes | str, str, str]:
     """(XML bytes or text, name for messages, machine name) from a path, a shipped name or text."""
     if isinstance(path_or_text, bytes):
         return path_or_text, "inline XML", "inline XML"
@@ -98,7 +99,7 @@ def _resolve(path_or_text) -> tuple[bytes | str, str, str]:
         raise InvalidArgument(f"cannot read hwloc XML {p}: {exc.strerror}") from exc
 
 
-def _parse(data, name: str) -> ET.Element:
+def _parse(data: bytes | str, name: str) -> ET.Element:
     """defusedxml: no entity declarations, no external references; a DOCTYPE naming hwloc's DTD
     (as every lstopo export has) is allowed and never fetched."""
     try:
@@ -114,7 +115,7 @@ def _parse(data, name: str) -> ET.Element:
         raise InvalidArgument(f"{name} is not well-formed hwloc XML ({exc}); "
                               "export it again with `lstopo --of xml FILE`") from None
     except UnicodeError as exc:
-        raise InvalidArgument(f"{name} is not valid text ({exc.reason})") from None
+        raise InvalidArgument(f"{name} is not valid text ({getattr(exc, 'reason', exc)})") from None
 
 
 def _check_depth(root: ET.Element, name: str) -> None:
@@ -127,7 +128,7 @@ def _check_depth(root: ET.Element, name: str) -> None:
         stack.extend((c, depth + 1) for c in el)
 
 
-def _load(path_or_text) -> tuple[ET.Element, str, str]:
+def _load(path_or_text: str | bytes | os.PathLike[str]) -> tuple[ET.Element, str, str]:
     """Parse; return (root element, name for messages, machine name)."""
     data, name, machine = _resolve(path_or_text)
     root = _parse(data, name)
@@ -149,7 +150,7 @@ class _Builder:
     """Turns the XML objects into :class:`Node` objects; every attribute it reads is checked,
     and a bad one is one error naming the file, the object and the attribute."""
 
-    def __init__(self, major: int, name: str):
+    def __init__(self, major: int, name: str) -> None:
         self.major = major
         self.name = name
         self.gpu_osdevs: list[tuple[ET.Element, Node]] = []
@@ -171,6 +172,12 @@ class _Builder:
             return parse_bitmap(el.get(key))
         except ValueError as exc:
             raise self.bad(el, key, f"is not an hwloc bitmap: {exc}") from None
+
+    @overload
+    def integer(self, el: ET.Element, key: str, default: int) -> int: ...
+
+    @overload
+    def integer(self, el: ET.Element, key: str, default: None = None) -> int | None: ...
 
     def integer(self, el: ET.Element, key: str, default: int | None = None) -> int | None:
         raw = el.get(key)
@@ -210,7 +217,8 @@ class _Builder:
         assert root is not None
         return root
 
-    def one(self, el: ET.Element, parent: Node | None, numa: frozenset, socket: int | None, cpus: frozenset):
+    def one(self, el: ET.Element, parent: Node | None, numa: frozenset, socket: int | None,
+            cpus: frozenset) -> tuple[Node | None, frozenset, int | None, frozenset]:
         """One object: its Node (or None) and the locality its children inherit."""
         typ = el.get("type", "")
         for key in (f"{typ}:{el.get('gp_index')}", el.get("id")):
@@ -224,8 +232,8 @@ class _Builder:
             self.packages += 1
             socket = self.integer(el, "os_index", self.packages - 1)
             self.package_cpus[socket] = cpus
-        if typ == "NUMANode" and el.get("os_index") is not None:
-            self.cpus_by_numa[self.integer(el, "os_index")] = sorted(cpus)
+        if typ == "NUMANode" and (numa_index := self.integer(el, "os_index")) is not None:
+            self.cpus_by_numa[numa_index] = sorted(cpus)
         node: Node | None = None
         if typ == "Machine" or parent is None:
             node = Node("machine", _info(el, "DMIProductName") or _info(el, "PlatformModel") or "Machine",
@@ -268,7 +276,7 @@ class _Builder:
             raise self.bad(el, "bridge_pci", "is not DDDD:[SS-EE] (domain, secondary and subordinate bus)")
         return int(m[1], 16), int(m[2], 16), int(m[3], 16)
 
-    def _pci(self, el: ET.Element, kind: str, socket) -> Node:
+    def _pci(self, el: ET.Element, kind: str, socket: int | None) -> Node:
         busid = el.get("pci_busid")
         if busid is None or not _BUSID.fullmatch(busid):
             raise self.bad(el, "pci_busid", "is not a PCI address DDDD:BB:DD.F")
@@ -290,12 +298,13 @@ class _Builder:
         return n
 
 
-def _nvlink_matrix(root: ET.Element, b: _Builder, gpu_names: dict[int, str], gpu_models: dict[str, str]):
+def _nvlink_matrix(root: ET.Element, b: _Builder, gpu_names: dict[int, str],
+                   gpu_models: dict[str, str]) -> tuple[dict[tuple[str, str], int], str]:
     """GPU pairs -> NVLink count, from hwloc's NVLinkBandwidth matrix (MB/s per pair)."""
     mat = None
-    for el in root.iter():
-        if el.tag in ("distances2hetero", "distances2") and el.get("name") == "NVLinkBandwidth":
-            mat = el
+    for cand in root.iter():
+        if cand.tag in ("distances2hetero", "distances2") and cand.get("name") == "NVLinkBandwidth":
+            mat = cand
             break
     if mat is None:
         return {}, "no NVLink information in this XML (PCIe codes only)"
@@ -356,7 +365,7 @@ def _nvlink_matrix(root: ET.Element, b: _Builder, gpu_names: dict[int, str], gpu
     return links, note
 
 
-def from_hwloc(path_or_text) -> Topology:
+def from_hwloc(path_or_text: str | bytes | os.PathLike[str]) -> Topology:
     """Read an hwloc XML export into a :class:`Topology`.
 
     ``path_or_text`` is a path, the name of a shipped machine (:func:`recorded_machines`, as

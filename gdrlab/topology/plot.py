@@ -1,9 +1,15 @@
 """A plotly drawing of the PCIe tree: sockets, host bridges, root ports, switches, GPUs and NICs."""
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
 from ..errors import InvalidArgument
 from ._topo import Topology
 from ._tree import Node, path_between
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 __all__ = ["figure"]
 
@@ -19,11 +25,14 @@ _STYLE = {  # kind: (colour, symbol, size)
 }
 
 
-def _drawn_tree(topo: Topology):
+_Drawn = tuple[dict[int, list[Node]], Callable[[Node], Node], Callable[[Node], str], Callable[[Node], str]]
+
+
+def _drawn_tree(topo: Topology) -> _Drawn:
     """Collapse each switch's upstream and downstream ports into one node; keep only branches
     that lead to a GPU or NIC (and every socket, so the machine's shape stays visible)."""
     names = {id(n): name for name, n in topo._nodes.items()}
-    wanted = set()
+    wanted: set[int] = set()
     for n in topo._nodes.values():
         wanted.update(id(a) for a in n.ancestors())
 
@@ -66,7 +75,27 @@ def _drawn_tree(topo: Topology):
     return children, rep, kind, label
 
 
-def figure(topo: Topology, highlight=None):
+def _edge(i: int, j: int) -> tuple[int, int]:
+    return (i, j) if i <= j else (j, i)
+
+
+def _highlighted(topo: Topology, highlight: Sequence[str], rep: Callable[[Node], Node],
+                 pos: dict[int, tuple[float, float]]) -> tuple[set[tuple[int, int]], str]:
+    """The drawn edges on the path between the two named devices, and the title's note of its code."""
+    a, b = highlight
+    path, _ = path_between(topo.node(a), topo.node(b))
+    seq: list[Node] = []
+    for n in path:
+        r = rep(n)
+        if id(r) in pos and (not seq or seq[-1] is not r):
+            seq.append(r)
+    edges = {_edge(id(x), id(y)) for x, y in zip(seq, seq[1:])}
+    code = topo.matrix()[a][b]
+    pcie = topo.pcie_code(a, b)[0]
+    return edges, f"<br>{a} to {b}: {code}" + (f" (PCIe path {pcie})" if pcie != code else "")
+
+
+def figure(topo: Topology, highlight: Sequence[str] | None = None) -> go.Figure:
     """Draw ``topo``'s tree with plotly; ``highlight=("GPU0", "mlx5_0")`` colours that pair's path.
 
     Returns a ``plotly.graph_objects.Figure`` whose title names the source (live sysfs of host X
@@ -94,27 +123,14 @@ def figure(topo: Topology, highlight=None):
         return x
 
     place(topo.root, 0)
-    hl_edges: set[tuple[int, int]] = set()
-    title_tail = ""
-    if highlight:
-        a, b = highlight
-        path, _ = path_between(topo.node(a), topo.node(b))
-        seq = []
-        for n in path:
-            r = rep(n)
-            if id(r) in pos and (not seq or seq[-1] is not r):
-                seq.append(r)
-        hl_edges = {tuple(sorted((id(x), id(y)))) for x, y in zip(seq, seq[1:])}
-        code = topo.matrix()[a][b]
-        pcie = topo.pcie_code(a, b)[0]
-        title_tail = f"<br>{a} to {b}: {code}" + (f" (PCIe path {pcie})" if pcie != code else "")
+    hl_edges, title_tail = _highlighted(topo, highlight, rep, pos) if highlight else (set(), "")
 
     fig = go.Figure()
     for hl in (False, True):
         xs, ys = [], []
         for parent_id, kids in children.items():
             for k in kids:
-                if (tuple(sorted((parent_id, id(k)))) in hl_edges) != hl:
+                if (_edge(parent_id, id(k)) in hl_edges) != hl:
                     continue
                 x0, y0 = pos[parent_id]
                 x1, y1 = pos[id(k)]
@@ -126,8 +142,8 @@ def figure(topo: Topology, highlight=None):
     by_kind: dict[str, list[Node]] = {}
     for n in nodes:
         by_kind.setdefault(kind(n), []).append(n)
-    for k, members in by_kind.items():
-        colour, symbol, size = _STYLE.get(k, _STYLE["device"])
+    for kname, members in by_kind.items():
+        colour, symbol, size = _STYLE.get(kname, _STYLE["device"])
         hover = []
         for n in members:
             extra = [f"bus {n.bus_id}"] if n.bus_id else []
@@ -137,7 +153,7 @@ def figure(topo: Topology, highlight=None):
             hover.append("<br>".join([label(n)] + extra))
         fig.add_trace(go.Scatter(
             x=[pos[id(n)][0] for n in members], y=[pos[id(n)][1] for n in members],
-            mode="markers+text", name=k, text=[label(n) for n in members], hovertext=hover,
+            mode="markers+text", name=kname, text=[label(n) for n in members], hovertext=hover,
             hoverinfo="text", textposition="bottom center", textfont=dict(size=9),
             marker=dict(color=colour, symbol=symbol, size=size, line=dict(color="white", width=1))))
     fig.update_layout(

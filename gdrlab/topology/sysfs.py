@@ -6,6 +6,7 @@ from ``sys/class/infiniband/*/device``. NUMA locality is each device's ``numa_no
 """
 from __future__ import annotations
 
+import os
 import socket as _socket
 import warnings
 from pathlib import Path
@@ -26,7 +27,7 @@ def _socket_of_cpu(root: Path, cpu: int) -> int | None:
         return None
 
 
-def from_sysfs(root="/", nvlinks: dict | None = None) -> Topology:
+def from_sysfs(root: str | os.PathLike[str] = "/", nvlinks: dict | None = None) -> Topology:
     """Read the PCIe tree of ``root`` (``/`` for this machine).
 
     Parameters
@@ -51,7 +52,7 @@ def from_sysfs(root="/", nvlinks: dict | None = None) -> Topology:
 
     devices: list[tuple[dict, Node]] = []
     gpus = sorted((n for n in pci_nodes.values() if n.kind == "device" and n.vendor_id == 0x10DE
-                   and n.class_id in (0x0300, 0x0302)), key=lambda n: n.bus_id)
+                   and n.class_id in (0x0300, 0x0302)), key=lambda n: n.bus_id or "")
     for i, g in enumerate(gpus):
         devices.append((_device(f"GPU{i}", "gpu", g, single_numa), g))
     for nic in rdma_devices(r):
@@ -132,7 +133,8 @@ def _place_host_bridges(r: Path, machine: Node, hostbridges: dict[str, Node], no
         pkg.numa_nodes = pkg.numa_nodes | hb.numa_nodes
     for n in machine.walk():
         if n.kind in ("bridge", "device"):
-            n.socket = n.host_bridge().socket if n.host_bridge() else None
+            bridge = n.host_bridge()
+            n.socket = bridge.socket if bridge else None
     assign_bridge_roles(machine)
 
 
