@@ -12,15 +12,13 @@ import numpy as np
 
 __all__ = [
     "CODE_ORDER", "own_topology", "own_pairs", "recorded_topology", "machine_names", "pair_table", "gpu_nic_pairs",
-    "config_ab_table", "config_ab_figure", "reference_nearest", "reference_nccl_gdr", "describe",
+    "config_ab_table", "config_ab_figure", "describe",
     "tree_text", "tree_figure",
 ]
 
 # nvidia-smi's PCIe codes from nearest to farthest (NV# is NVLink, not PCIe).
 CODE_ORDER = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
 # NCCL's levels in order; nvidia-smi's NODE is NCCL's PHB (NCCL's CPU node is a whole NUMA node).
-_NCCL_ORDER = ("LOC", "PIX", "PXB", "PHB", "SYS")
-_SMI_TO_NCCL = {"X": "LOC", "PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS"}
 
 
 def own_topology(root: str = "/") -> tuple[Any, str]:
@@ -151,18 +149,6 @@ def pair_table(topo, level: Any = None):
         rows.append({"gpu": g, "nic": n, "code": code, "path": why, "nearest_nic": topo.nearest_nic(g),
                      "nccl_uses_gdr": dec["use_gdr"]})
     return pd.DataFrame(rows, columns=["gpu", "nic", "code", "path", "nearest_nic", "nccl_uses_gdr"])
-
-
-def reference_nearest(codes: dict[str, str]) -> str | None:
-    """The NIC with the nearest code in ``{nic: code}``; ties go to the lower name (reference)."""
-    if not codes:
-        return None
-    return min(sorted(codes), key=lambda nic: CODE_ORDER.index(codes[nic]))
-
-
-def reference_nccl_gdr(code: str, level: str = "PXB") -> bool:
-    """NCCL's rule: GDR when the GPU-NIC path is no farther than ``level`` (reference)."""
-    return _NCCL_ORDER.index(_SMI_TO_NCCL[code]) <= _NCCL_ORDER.index(_SMI_TO_NCCL.get(level, level))
 
 
 def config_ab_table(profile: str = "kepler-ivb-2014", sizes: Iterable[int] | None = None,

@@ -188,6 +188,13 @@ grading.check_close(h200_bar1_gib, 256, rel=0.01, name="h200_bar1_gib", unit="Gi
 # > `nvidia-peermem` and ships with the driver. Newer stacks need no extra module at all: with
 # > Linux 5.12+, CUDA 11.7+ and the open GPU kernel modules, GPU memory is handed to the RDMA
 # > stack as a **dma-buf**. The H200 has no peer-memory module loaded; does it need one?
+#
+# > **"Available" is not "fast".** `doctor` checks software prerequisites only: a GPU that
+# > supports GPUDirect RDMA, a registration route (dma-buf or a peer-memory module), libibverbs
+# > and an active RDMA device. It cannot tell whether the NIC and the GPU share a PCIe switch
+# > (lab 05), whether ACS or the IOMMU sends their peer traffic up through the root complex, or
+# > whether a hypervisor passes peer-to-peer traffic through at all. The recorded H200 is a KVM
+# > guest with a flat virtual PCIe tree: on it, a what-if `available` says nothing about speed.
 
 # %% id="ex3-whatif" nbgrader={"grade": false, "grade_id": "ex3-whatif", "locked": false, "schema_version": 3, "solution": true}
 print(h200["paths"]["gdr"]["reason"])
@@ -209,6 +216,16 @@ grading.check_true(h200["rdma_devices"] == [] and not hw.path_availability(h200)
 grading.check_true(not h200_with_hca["peer_memory"].get("nvidia_peermem_loaded"),
                    "no peer-memory module is needed: dma-buf is already usable on the H200")
 grading.check_true("dma-buf" in gdr_whatif["reason"], "gdr should be registered via dma-buf")
+# The what-if must be a real report: the copy has an active RDMA device, keeps everything else
+# from h200, and gdr_whatif is what the availability check says about that copy (not typed in).
+_devs = h200_with_hca.get("rdma_devices") or []
+grading.check_true(any(isinstance(d, dict) and d.get("active") for d in _devs),
+                   "h200_with_hca should list one active RDMA device in rdma_devices")
+grading.check_true({k: v for k, v in h200_with_hca.items() if k != "rdma_devices"}
+                   == {k: v for k, v in h200.items() if k != "rdma_devices"},
+                   "only rdma_devices should differ between h200_with_hca and h200")
+grading.check_true(gdr_whatif == hw.path_availability(h200_with_hca)["gdr"],
+                   "gdr_whatif should be hw.path_availability(h200_with_hca)['gdr'], not a dict typed in")
 ### END HIDDEN TESTS
 
 # %% [markdown] id="00-written-question"
