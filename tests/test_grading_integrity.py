@@ -126,6 +126,16 @@ ATTACKS = {
         "00", ["00-h200-report"], "ex3-whatif", "test-ex3-whatif",
         'h200_with_hca = copy.deepcopy(h200)\nh200_with_hca["rdma_devices"] = [{"name": "mlx5_0", "active": True}]\n'
         'gdr_whatif = {"available": True, "reason": "registered via dma-buf"}'),
+    "01-ex3-copy-the-kepler-layout": (
+        "01", [], "ex3-sysfs-index", "test-ex3-sysfs-index",
+        "k40_resource = lab01.KEPLER_RESOURCE\nk40_bar1_slot = 1"),
+    "01-ex3-copy-the-h200": (
+        "01", [], "ex3-sysfs-index", "test-ex3-sysfs-index",
+        "k40_resource = lab01.h200_resource()\nk40_bar1_slot = 2"),
+    "02-ex0-prediction-bandwidth-in-gbit": (
+        "02", [], "ex0-predict", "ex0-predict-tests", "predicted_8b_us = 6.0\npredicted_256mib_gbps = 504.0"),
+    "03-ex0-prediction-like-host-memory": (
+        "03", [], "ex0-predict", "ex0-predict-tests", "predicted_gpu_reg_64k_us = 15.0"),
     "03-ex3-old-published-break-even": (
         "03", [], "ex3-amortization", "ex3-amortization-tests",
         "import math\ndef breakeven_reuses(r, d, c, l=0.0):\n    return None if c <= l else max(1, math.ceil((r + d) / (c - l)))\n"

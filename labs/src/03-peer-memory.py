@@ -139,10 +139,12 @@ lab03.state_machine_figure()
 # > **A second correction.** The GPUDirect RDMA article names the translation layer
 # > `nv_peer_mem`. That was its name from 2013 to about 2020: an out-of-tree module that had to
 # > be rebuilt to match the exact OFED and CUDA versions (the "GDR version matrix" of its
-# > pitfall 3). Today it is **`nvidia-peermem`**, shipped with the NVIDIA driver. And the
-# > dma-buf route needs **no extra module at all** (Linux 5.12+, CUDA 11.7+, NVIDIA's open
-# > GPU kernel modules, rdma-core with `ibv_reg_dmabuf_mr`), which removes that version
-# > coupling.
+# > pitfall 3). Today it is **`nvidia-peermem`**, shipped with the NVIDIA driver. It still
+# > builds and loads only against MLNX_OFED or DOCA-OFED: the peer-memory client API it plugs
+# > into was never merged into upstream Linux, so on a distribution's inbox RDMA stack the module
+# > does not load. That, more than convenience, is why the dma-buf route matters: it needs **no
+# > extra module at all** (Linux 5.12+, CUDA 11.7+, NVIDIA's open GPU kernel modules, rdma-core
+# > with `ibv_reg_dmabuf_mr`), uses only upstream interfaces, and removes the version coupling.
 
 # %% [markdown] id="03-state-machine-figure-note-note"
 # Libraries probe for these routes when they start. NCCL, for example, looks up the dma-buf
@@ -253,6 +255,29 @@ grading.check_equal(str(peer_module_today).strip().lower().replace("_", "-"), "n
                     name="peer_module_today", hint="nv_peer_mem was the 2013-2020 name")
 ### END HIDDEN TESTS
 
+# %% [markdown] id="03-predict-registration"
+# ### Exercise 0 (1 point): predict the cost of a GPU registration
+#
+# Lab 02 recorded a 64 KiB pinned copy on the H200 at about 8 µs. Before reading on, commit
+# `predicted_gpu_reg_64k_us`: how many µs does it take to register (pin and map for a peer) one
+# 64 KiB buffer of GPU memory? Think of what registration does (the state machine above). Graded:
+# within a **factor of 5** of the published figure the next section gives. Your reason goes in
+# the hand-graded cell after it.
+
+# %% id="ex0-predict" nbgrader={"grade": false, "grade_id": "ex0-predict", "locked": false, "schema_version": 3, "solution": true}
+predicted_gpu_reg_64k_us = None
+### BEGIN SOLUTION
+predicted_gpu_reg_64k_us = 500.0   # system call, pinning, a driver call per GPU page, BAR1 mapping
+### END SOLUTION
+
+# %% id="ex0-predict-tests" nbgrader={"grade": true, "grade_id": "ex0-predict-tests", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+assert predicted_gpu_reg_64k_us is not None and predicted_gpu_reg_64k_us > 0, "commit a prediction"
+### BEGIN HIDDEN TESTS
+_published_us = 1300.0   # gdrcopy README: gdr_pin_buffer of 64 KB, about 1.3 ms on a V100
+grading.check_true(_published_us / 5 <= float(predicted_gpu_reg_64k_us) <= _published_us * 5,
+                   f"predicted {predicted_gpu_reg_64k_us} µs: not within a factor 5 of the published 1.3 ms")
+### END HIDDEN TESTS
+
 # %% [markdown] id="03-registration-costs"
 # ## 5. What registration costs
 #
@@ -295,6 +320,13 @@ for _ in range(200):
 grading.check_equal(gpu_pages_pinned(4096, 65536), 2, name="gpu_pages_pinned(4096, 65536)")
 grading.check_equal(gpu_pages_pinned(1 << 30, 256 << 20), 4096, name="gpu_pages_pinned(1 GiB, 256 MiB)")
 ### END HIDDEN TESTS
+
+# %% [markdown] id="explain-prediction-registration" nbgrader={"grade": true, "grade_id": "explain-prediction-registration", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# Why did you predict that, and how far were you from 1.3 ms?
+#
+# A registration is a system call that pins pages and, for GPU memory, asks the NVIDIA driver to
+# pin each 64 KiB GPU page and map it into BAR1 and to build the HCA's translation entries: far
+# more work than an 8 µs copy, so hundreds of µs. The published 1.3 ms is within a factor 3.
 
 # %% [markdown] id="03-registration-cost-against-buffer"
 # ## 6. Registration cost against buffer size

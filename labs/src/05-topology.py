@@ -327,9 +327,10 @@ lab05.config_ab_figure(ab)
 # %% [markdown] id="05-config-ab-table-note"
 # Read the plot: the model's GDR in A tops out at about 6.6 GB/s, under the FDR and PCIe limits
 # above, not at the article's 9-10. In B it is about 0.25 GB/s, a quarter of the article's
-# "about 1": the profile's cross-socket peer-read rate is set from the lowest published Sandy/Ivy
-# Bridge figures, and the article does not say how it measured. Both are modelled numbers, not
-# measurements. What holds in both is the order: in B, pipelined staging (about 6.6 GB/s) beats
+# "about 1": the profile's cross-socket rate follows NVIDIA's 2014 measurement of an adapter
+# writing to a GPU on the other socket (250 MB/s, "Benchmarking GPUDirect RDMA on Modern Server
+# Platforms"), and the article does not say how it measured its figure. Both plotted values are
+# modelled, not measured. What holds in both is the order: in B, pipelined staging (about 6.6 GB/s) beats
 # GDR by more than an order of magnitude, which is why a GDR-only policy would have lost.
 #
 # The same question in lab 04's explorer: pick a profile and switch the placement between
