@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from . import SIZE_TICKS, quick_mode
+from . import SIZE_TICKS, modelled_provenance, profile_with_level, quick_mode
 
 __all__ = [
     "HISTORIC_PROFILES", "STATIC_SIZES", "MEASURED_PATHS", "POLICY_PATHS", "GDR_POLICY_PATHS", "NO_GDR_POLICY_PATHS", "policy_paths", "measured_data", "sweep_widget",
@@ -196,7 +196,7 @@ def chunk_figure(df, profile: str | None = None):
         chunks = np.unique(np.geomspace(4096, 16 << 20, 40).astype(np.int64))
         lat = np.array([_lat_us(profile, "pipelined", np.array([size]), None, int(c))[0] for c in chunks])
         fig.add_trace(go.Scatter(x=chunks.tolist(), y=(size / lat / 1e3).tolist(), mode="lines",
-                                 line={"dash": "dash"}, name=f"pipelined — modelled, profile {profile}"))
+                                 line={"dash": "dash"}, name=f"pipelined — modelled, profile {profile_with_level(profile)}"))
     kinds = "live" if df.attrs.get("provenance", {}).get("kind") == "live" else "recorded"
     fig.update_layout(title=f"Pipeline chunk size vs bandwidth, {size >> 20} MiB message ({kinds} + modelled)",
                       xaxis_title="chunk size (bytes)", yaxis_title="bandwidth (GB/s)", height=420,
@@ -219,7 +219,7 @@ def model_table(profile: str, paths: Iterable[str] | None = None, sizes: Any = N
         lat = _lat_us(profile, p, sizes, placement, chunk)
         rows.append(pd.DataFrame({"path": p, "size": sizes, "lat_us": lat, "bw_gbps": sizes / lat / 1e3}))
     df = pd.concat(rows, ignore_index=True)
-    df.attrs["provenance"] = {"kind": "modelled", "profile": profile, "placement": placement, "chunk": chunk}
+    df.attrs["provenance"] = modelled_provenance(profile, placement=placement, chunk=chunk)
     return df
 
 
@@ -262,7 +262,7 @@ def crossover_figure(profile: str = "kepler-snb-2013", paths: Iterable[str] | No
         if x and x > 1:
             marks.append((a, b, x))
     fig = fig if fig is not None else go.Figure()
-    where = f"profile {profile}" + (f", {placement}" if placement else "") + (f", chunk {chunk // 1024} KiB" if chunk else "")
+    where = f"profile {profile_with_level(profile)}" + (f", {placement}" if placement else "") + (f", chunk {chunk // 1024} KiB" if chunk else "")
     with fig.batch_update() if hasattr(fig, "batch_update") else _null():
         fig.data = []
         for path, part in table.groupby("path", sort=False):

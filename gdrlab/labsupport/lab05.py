@@ -10,6 +10,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from . import modelled_provenance, profile_with_level
+
 __all__ = [
     "CODE_ORDER", "own_topology", "own_pairs", "recorded_topology", "machine_names", "pair_table", "gpu_nic_pairs",
     "config_ab_table", "config_ab_figure", "describe",
@@ -167,7 +169,7 @@ def config_ab_table(profile: str = "kepler-ivb-2014", sizes: Iterable[int] | Non
             frames.append(pd.DataFrame({"config": config, "placement": placement, "path": p, "size": sizes,
                                         "lat_us": lat, "bw_gbps": sizes / lat / 1e3}))
     df = pd.concat(frames, ignore_index=True)
-    df.attrs["provenance"] = {"kind": "modelled", "profile": profile}
+    df.attrs["provenance"] = modelled_provenance(profile)
     return df
 
 
@@ -181,9 +183,9 @@ def config_ab_figure(table):
     fig = go.Figure()
     for (config, placement, path), part in table.groupby(["config", "placement", "path"], sort=False):
         fig.add_trace(go.Scatter(x=part["size"], y=part["bw_gbps"], mode="lines",
-                                 name=f"config {config} ({placement}): {path} — modelled, {prof}",
+                                 name=f"config {config} ({placement}): {path} — modelled, {profile_with_level(prof)}",
                                  line={"dash": "solid" if config == "A" else "dash"}))
-    fig.update_layout(title=f"Config A (same switch) vs B (cross socket), modelled with profile {prof}",
+    fig.update_layout(title=f"Config A (same switch) vs B (cross socket), modelled with profile {profile_with_level(prof)}",
                       xaxis_title="message size (bytes)", yaxis_title="bandwidth (GB/s)", height=460,
                       legend={"orientation": "h", "y": -0.3})
     fig.update_xaxes(type="log", **SIZE_TICKS)

@@ -38,7 +38,7 @@ import pandas as pd
 from IPython.display import display
 
 from gdrlab import engine, grading, model
-from gdrlab.labsupport import lab04, quick_mode
+from gdrlab.labsupport import lab04, profile_with_level, quick_mode
 
 QUICK = quick_mode()
 print("quick mode:", QUICK, "| GPU here:", engine.cuda_status()["usable"])
@@ -354,8 +354,9 @@ for profile in lab04.HISTORIC_PROFILES:
         for r in lab04.policy_table(profile, paths):
             rows.append({"profile": profile, "gdr_ok": gdr_ok, **r})
 policy = pd.DataFrame(rows)
-policy.attrs["provenance"] = {"kind": "modelled", "profile": ", ".join(lab04.HISTORIC_PROFILES)}
-print("modelled (gdrlab.model), sizes in bytes on a grid of about 4 points per doubling")
+levels = ", ".join(profile_with_level(p) for p in lab04.HISTORIC_PROFILES)
+policy.attrs["provenance"] = {"kind": "modelled", "profile": levels}
+print(f"modelled (gdrlab.model: {levels}), sizes in bytes on a grid of about 4 points per doubling")
 policy
 
 # %% [markdown] id="04-written-question"
