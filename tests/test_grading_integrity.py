@@ -28,7 +28,7 @@ nbformat = pytest.importorskip("nbformat")
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = {p.parent.name[:2]: p for p in sorted((ROOT / "labs" / "source").glob("*/*.ipynb"))}
 PACKAGE = ROOT / "gdrlab"
-SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
+SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.DOTALL)
 
 
 def _cells(lab: str) -> dict[str, str]:
@@ -65,7 +65,7 @@ def test_release_holds_no_line_of_any_solution(lab):
 
 
 # ----------------------------------------------------------------------------- the package
-FORBIDDEN = re.compile(r"(^|_)(reference|solution|solutions|answer|answers|answer_key)(_|$)", re.I)
+FORBIDDEN = re.compile(r"(^|_)(reference|solution|solutions|answer|answers|answer_key)(_|$)", re.IGNORECASE)
 
 
 def _defined_names(tree: ast.AST):
@@ -136,6 +136,12 @@ ATTACKS = {
         "02", [], "ex0-predict", "ex0-predict-tests", "predicted_8b_us = 6.0\npredicted_256mib_gbps = 504.0"),
     "03-ex0-prediction-like-host-memory": (
         "03", [], "ex0-predict", "ex0-predict-tests", "predicted_gpu_reg_64k_us = 15.0"),
+    "02-ex3-the-seed-p2p-figure": (
+        "02", [], "ex3-p2p", "test-ex3-p2p",
+        'h200x2 = grading.dataset("h200x2-p2p-curriculum")\nat = h200x2.set_index(["peer_access", "size"])\n'
+        'p2p_bw_gain = at.loc[(True, 256 << 20), "bw_gbps"] / at.loc[(False, 256 << 20), "bw_gbps"]\n'
+        'p2p_lat_gain = at.loc[(False, 8), "lat_p50_us"] / at.loc[(True, 8), "lat_p50_us"]\n'
+        "k20_p2p_bound_gbps = 24.0"),
     "03-ex3-old-published-break-even": (
         "03", [], "ex3-amortization", "ex3-amortization-tests",
         "import math\ndef breakeven_reuses(r, d, c, l=0.0):\n    return None if c <= l else max(1, math.ceil((r + d) / (c - l)))\n"

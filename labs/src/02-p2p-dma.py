@@ -294,7 +294,10 @@ explorer
 # `peer_access`, `size`, `lat_p50_us`, `bw_gbps`), set
 #
 # * `p2p_bw_gain` to the bandwidth with peer access on divided by off, at 256 MiB;
-# * `p2p_lat_gain` to the latency with peer access off divided by on, at 8 bytes.
+# * `p2p_lat_gain` to the latency with peer access off divided by on, at 8 bytes;
+# * `k20_p2p_bound_gbps`: the most a peer copy between two K20s (PCIe **Gen2** x16: 5 GT/s per
+#   lane, 8b/10b encoding) could carry in one direction, in GB/s, before packet overheads, worked
+#   out from those link figures. Compare it with the seed's "about 24 GB/s".
 
 # %% id="ex3-p2p" nbgrader={"grade": false, "grade_id": "ex3-p2p", "locked": false, "schema_version": 3, "solution": true}
 h200x2 = grading.dataset("h200x2-p2p-curriculum")
@@ -302,8 +305,10 @@ h200x2 = grading.dataset("h200x2-p2p-curriculum")
 at = h200x2.set_index(["peer_access", "size"])
 p2p_bw_gain = at.loc[(True, 256 << 20), "bw_gbps"] / at.loc[(False, 256 << 20), "bw_gbps"]
 p2p_lat_gain = at.loc[(False, 8), "lat_p50_us"] / at.loc[(True, 8), "lat_p50_us"]
+k20_p2p_bound_gbps = 5e9 * 16 * 8 / 10 / 8 / 1e9   # transfers/s x lanes x payload bits / bits per byte
 ### END SOLUTION
 print(f"peer access: {p2p_bw_gain:.1f}x the bandwidth at 256 MiB, {p2p_lat_gain:.1f}x lower latency at 8 B")
+print(f"a K20 pair over PCIe Gen2 x16: at most {k20_p2p_bound_gbps:.1f} GB/s per direction")
 
 # %% id="test-ex3-p2p" nbgrader={"grade": true, "grade_id": "test-ex3-p2p", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 grading.check_between(p2p_bw_gain, 1.0, 100.0, name="p2p_bw_gain", hint="on divided by off")
@@ -312,6 +317,8 @@ grading.check_between(p2p_lat_gain, 1.0, 100.0, name="p2p_lat_gain", hint="off d
 # 393 vs 38.2 GB/s at 256 MiB; 18.7 vs 4.7 us at 8 B (2x H200, NVLink).
 grading.check_close(p2p_bw_gain, 393 / 38.2, rel=0.01, name="p2p_bw_gain")
 grading.check_close(p2p_lat_gain, 18.7 / 4.7, rel=0.01, name="p2p_lat_gain")
+grading.check_close(k20_p2p_bound_gbps, 8.0, rel=0.02, name="k20_p2p_bound_gbps", unit="GB/s",
+                    hint="5e9 transfers/s x 16 lanes x 8/10 payload, in bytes")
 ### END HIDDEN TESTS
 
 # %% [markdown] id="02-written-question"
