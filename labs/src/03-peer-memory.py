@@ -139,12 +139,10 @@ lab03.state_machine_figure()
 # > **A second correction.** The GPUDirect RDMA article names the translation layer
 # > `nv_peer_mem`. That was its name from 2013 to about 2020: an out-of-tree module that had to
 # > be rebuilt to match the exact OFED and CUDA versions (the "GDR version matrix" of its
-# > pitfall 3). Today it is **`nvidia-peermem`**, shipped with the NVIDIA driver. It still
-# > builds and loads only against MLNX_OFED or DOCA-OFED: the peer-memory client API it plugs
-# > into was never merged into upstream Linux, so on a distribution's inbox RDMA stack the module
-# > does not load. That, more than convenience, is why the dma-buf route matters: it needs **no
-# > extra module at all** (Linux 5.12+, CUDA 11.7+, NVIDIA's open GPU kernel modules, rdma-core
-# > with `ibv_reg_dmabuf_mr`), uses only upstream interfaces, and removes the version coupling.
+# > pitfall 3). Today it is **`nvidia-peermem`**, shipped with the NVIDIA driver, but it loads
+# > only on MLNX_OFED/DOCA-OFED: the peer-memory API was never merged upstream, so on an inbox
+# > RDMA stack it cannot load. That is why dma-buf matters: **no extra module**, upstream
+# > interfaces only (Linux 5.12+, CUDA 11.7+, open GPU kernel modules, `ibv_reg_dmabuf_mr`).
 
 # %% [markdown] id="03-state-machine-figure-note-note"
 # Libraries probe for these routes when they start. NCCL, for example, looks up the dma-buf
@@ -259,10 +257,8 @@ grading.check_equal(str(peer_module_today).strip().lower().replace("_", "-"), "n
 # ### Exercise 0 (1 point): predict the cost of a GPU registration
 #
 # Lab 02 recorded a 64 KiB pinned copy on the H200 at about 8 µs. Before reading on, commit
-# `predicted_gpu_reg_64k_us`: how many µs does it take to register (pin and map for a peer) one
-# 64 KiB buffer of GPU memory? Think of what registration does (the state machine above). Graded:
-# within a **factor of 5** of the published figure the next section gives. Your reason goes in
-# the hand-graded cell after it.
+# `predicted_gpu_reg_64k_us`: the µs to register one 64 KiB GPU buffer (the state machine above).
+# Graded: within a **factor of 5** of the published figure below; the reason is graded by hand.
 
 # %% id="ex0-predict" nbgrader={"grade": false, "grade_id": "ex0-predict", "locked": false, "schema_version": 3, "solution": true}
 predicted_gpu_reg_64k_us = None
@@ -298,9 +294,7 @@ GPU_PAGE = 64 * 1024
 
 def gpu_pages_pinned(addr: int, nbytes: int) -> int:
     ### BEGIN SOLUTION
-    first = addr // GPU_PAGE
-    last = (addr + nbytes - 1) // GPU_PAGE
-    return last - first + 1
+    return (addr + nbytes - 1) // GPU_PAGE - addr // GPU_PAGE + 1
     ### END SOLUTION
 
 
@@ -324,9 +318,8 @@ grading.check_equal(gpu_pages_pinned(1 << 30, 256 << 20), 4096, name="gpu_pages_
 # %% [markdown] id="explain-prediction-registration" nbgrader={"grade": true, "grade_id": "explain-prediction-registration", "locked": false, "points": 1, "schema_version": 3, "solution": true}
 # Why did you predict that, and how far were you from 1.3 ms?
 #
-# A registration is a system call that pins pages and, for GPU memory, asks the NVIDIA driver to
-# pin each 64 KiB GPU page and map it into BAR1 and to build the HCA's translation entries: far
-# more work than an 8 µs copy, so hundreds of µs. The published 1.3 ms is within a factor 3.
+# A system call that pins pages, a driver call per 64 KiB GPU page, a BAR1 mapping and the HCA's
+# translation entries: far more than an 8 µs copy, hundreds of µs. 1.3 ms is within a factor 3.
 
 # %% [markdown] id="03-registration-cost-against-buffer"
 # ## 6. Registration cost against buffer size
@@ -350,16 +343,13 @@ lab03.registration_figure(table, measured)
 # %% [markdown] id="03-why-registration-caches-exist"
 # ## 7. Why registration caches exist
 #
-# A message of 64 KiB through a buffer that is *already* registered costs a copy. Lab 02
-# recorded it on the H200: the 64 KiB pinned copy took 7.7 µs device-to-host and 8.7 µs
-# host-to-device (median of 2,000; that time already includes the copy's launch). Registering the
-# application's own buffer instead costs about 1.3 ms (gdrcopy's README: `gdr_pin_buffer` of
-# 64 KB, V100), and undoing it costs too: the same table gives 677 µs for `gdr_unpin_buffer`.
-# Registration only pays off if the same buffer is sent many times, which is why MPI libraries,
-# UCX and NCCL keep a **registration cache**: the first send registers, later sends look the MR
-# up in the cache (a fraction of a microsecond; take 0.5 µs). The two sources are different
-# machines (a V100 for gdrcopy, an H200 for the copy): the answer is an order of magnitude, not
-# a property of one machine.
+# A 64 KiB message through an *already* registered buffer costs a copy: lab 02 recorded 7.7 µs
+# D2H and 8.7 µs H2D on the H200 (medians, launch included). Registering the application's own
+# buffer costs about 1.3 ms (gdrcopy README: `gdr_pin_buffer`, 64 KB, V100); the same table gives
+# 677 µs for `gdr_unpin_buffer`.
+# Registering pays off only for a buffer sent many times: hence the **registration cache** of MPI
+# libraries, UCX and NCCL (later sends look the MR up: take 0.5 µs). Two machines (V100, H200): the
+# answer is an order of magnitude.
 #
 # ## Exercise 3: amortization
 #
@@ -367,10 +357,9 @@ lab03.registration_figure(table, measured)
 # `n` for which registering once and reusing the MR (`reg_us + dereg_us + n * lookup_us`) costs
 # no more than copying into a pre-registered buffer every time (`n * copy_us`). Return `None`
 # when reuse never pays off (a lookup that costs as much as the copy). Then set
-# `reuses_gpu_64k` for a 64 KiB GPU buffer from the sources above: registration 1.3 ms,
-# deregistration 677 µs, lookup 0.5 µs, and the copy cost **read from lab 02's recording**
-# (`grading.dataset("h200-copy-d2h-pinned")` or `"h200-copy-h2d-pinned"`, column `lat_p50_us`
-# at `size` 65536: either direction is accepted).
+# `reuses_gpu_64k` for 64 KiB from the sources above (1.3 ms, 677 µs, 0.5 µs) and the copy cost
+# **read from lab 02's recording** (`grading.dataset("h200-copy-d2h-pinned")` or
+# `"h200-copy-h2d-pinned"`, `lat_p50_us` at `size` 65536; either direction is accepted).
 
 # %% id="ex3-amortization" nbgrader={"grade": false, "grade_id": "ex3-amortization", "locked": false, "schema_version": 3, "solution": true}
 import math
@@ -397,17 +386,13 @@ assert breakeven_reuses(100.0, 0.0, 10.0, 0.0) == 10, "100 µs saved back at 10 
 assert breakeven_reuses(100.0, 0.0, 5.0, 5.0) is None, "a lookup as dear as the copy never pays off"
 assert reuses_gpu_64k is not None and reuses_gpu_64k > 50, "registration of GPU memory is expensive"
 ### BEGIN HIDDEN TESTS
-# Expectations worked out here, from the sources the text names (nothing imported from gdrlab).
 def _want(reg, dereg, copy, lookup):
     return None if copy <= lookup else max(1, math.ceil((reg + dereg) / (copy - lookup)))
-_lat = {}
-for _name in ("h200-copy-d2h-pinned", "h200-copy-h2d-pinned"):
-    _df = grading.dataset(_name)
-    _lat[_name] = float(_df.loc[_df["size"] == 65536, "lat_p50_us"].iloc[0])
-_ok = sorted({_want(1300.0, 677.0, v, 0.5) for v in _lat.values()})
+_lat = [float(d.loc[d["size"] == 65536, "lat_p50_us"].iloc[0])
+        for d in (grading.dataset("h200-copy-d2h-pinned"), grading.dataset("h200-copy-h2d-pinned"))]
+_ok = sorted({_want(1300.0, 677.0, v, 0.5) for v in _lat})
 grading.check_true(_ok[0] <= reuses_gpu_64k <= _ok[-1],
-                   f"reuses_gpu_64k = {reuses_gpu_64k}: with 1300 + 677 µs to recover at (recorded copy - 0.5) µs "
-                   f"per send, expected {_ok[0]}..{_ok[-1]}")
+                   f"reuses_gpu_64k = {reuses_gpu_64k}: (1300 + 677) / (copy - 0.5) gives {_ok[0]}..{_ok[-1]}")
 grading.check_equal(breakeven_reuses(10.0, 2.0, 3.0, 1.0), 6, name="breakeven_reuses(10, 2, 3, 1)")
 grading.check_equal(breakeven_reuses(10.0, 0.0, 20.0, 0.0), 1, name="breakeven_reuses(10, 0, 20, 0)")
 assert breakeven_reuses(1.0, 1.0, 1.0, 2.0) is None, "breakeven_reuses(1, 1, 1, 2) should be None"
