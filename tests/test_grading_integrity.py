@@ -119,6 +119,10 @@ def _run(lab: str, context: list[str], answer_id: str, answer: str | None, test_
 
 # (lab, context cells, answer cell, test cell, attack)
 ATTACKS = {
+    "00-ex1-peer-module-for-gdr": (
+        "00", ["00-h200-report"], "ex1-runnable", "test-ex1-runnable",
+        'h200_runnable = ["host", "staged", "shared", "pipelined"]\nh200_missing = {"gdr": "a peer-memory module", '
+        '"gdrcopy": "the gdrcopy library and driver", "p2p": "a second GPU"}'),
     "00-ex3-hard-coded-what-if": (
         "00", ["00-h200-report"], "ex3-whatif", "test-ex3-whatif",
         'h200_with_hca = h200\ngdr_whatif = {"available": True, "reason": "dma-buf"}'),

@@ -139,13 +139,19 @@ lab00.paths_table(h200)
 # ### Exercise 1 (2 points): which paths could run on the H200?
 #
 # Set `h200_runnable` to a list of the path names that were available on the H200 machine,
-# read from `h200["paths"]` (each entry has an `"available"` flag).
+# read from `h200["paths"]` (each entry has an `"available"` flag). Then, for the three paths
+# `gdr`, `gdrcopy` and `p2p`, set `h200_missing[path]` to the one thing the H200 would need for
+# that path, chosen from `MISSING` below. Read the reasons, and think: the H200 has no
+# peer-memory module loaded, yet is that what stops `gdr` (the correction box of exercise 3)?
 
 # %% id="ex1-runnable" nbgrader={"grade": false, "grade_id": "ex1-runnable", "locked": false, "schema_version": 3, "solution": true}
+MISSING = ("an RDMA device", "a peer-memory module", "the gdrcopy library and driver", "a second GPU")
+h200_missing = {"gdr": None, "gdrcopy": None, "p2p": None}
 ### BEGIN SOLUTION
 h200_runnable = sorted(p for p, v in h200["paths"].items() if v["available"])
+h200_missing = {"gdr": "an RDMA device", "gdrcopy": "the gdrcopy library and driver", "p2p": "a second GPU"}
 ### END SOLUTION
-print(h200_runnable)
+print(h200_runnable, h200_missing)
 
 # %% id="test-ex1-runnable" nbgrader={"grade": true, "grade_id": "test-ex1-runnable", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 grading.check_true(isinstance(h200_runnable, (list, tuple, set)), "h200_runnable should be a list of path names")
@@ -153,7 +159,11 @@ grading.check_true("host" in h200_runnable, "the host path needs nothing: it run
 ### BEGIN HIDDEN TESTS
 # One GPU, no RDMA device, no gdrcopy: the GPU paths over tcp run, the rest do not.
 grading.check_set_equal(h200_runnable, {"host", "staged", "shared", "pipelined"}, name="h200_runnable",
-                        hint="gdr needs an RDMA device, gdrcopy needs gdrcopy, p2p needs two GPUs")
+                        hint="read each path's available flag")
+grading.check_equal(h200_missing["gdr"], "an RDMA device", name="h200_missing['gdr']",
+                    hint="dma-buf needs no peer-memory module: what else does gdr's reason name?")
+grading.check_equal(h200_missing["gdrcopy"], "the gdrcopy library and driver", name="h200_missing['gdrcopy']")
+grading.check_equal(h200_missing["p2p"], "a second GPU", name="h200_missing['p2p']")
 ### END HIDDEN TESTS
 
 # %% [markdown] id="00-exercise-2-1-point"
