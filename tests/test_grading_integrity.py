@@ -106,10 +106,9 @@ def _run(lab: str, context: list[str], answer_id: str, answer: str | None, test_
     with contextlib.redirect_stdout(io.StringIO()):
         for cid in [next(iter(cells)), *context]:   # the lab's first code cell holds its imports
             exec(compile(cells[cid], cid, "exec"), ns)  # noqa: S102 - the lab's own cells
-        try:
+        # An answer that raises leaves its names undefined, and the test cell then fails, as in nbgrader.
+        with contextlib.suppress(Exception):
             exec(compile(answer if answer is not None else cells[answer_id], answer_id, "exec"), ns)  # noqa: S102
-        except Exception:  # noqa: BLE001 - an answer that raises scores 0, like in nbgrader
-            pass
         try:
             exec(compile(cells[test_id], test_id, "exec"), ns)  # noqa: S102
         except Exception as exc:  # noqa: BLE001 - any failure of the test cell is a 0
@@ -121,15 +120,15 @@ def _run(lab: str, context: list[str], answer_id: str, answer: str | None, test_
 ATTACKS = {
     "00-ex1-peer-module-for-gdr": (
         "00", ["00-h200-report"], "ex1-runnable", "test-ex1-runnable",
-        'h200_runnable = ["host", "staged", "shared", "pipelined"]\nh200_missing = {"gdr": "a peer-memory module", '
-        '"gdrcopy": "the gdrcopy library and driver", "p2p": "a second GPU"}'),
+        ('h200_runnable = ["host", "staged", "shared", "pipelined"]\nh200_missing = {"gdr": "a peer-memory module", '
+        '"gdrcopy": "the gdrcopy library and driver", "p2p": "a second GPU"}')),
     "00-ex3-hard-coded-what-if": (
         "00", ["00-h200-report"], "ex3-whatif", "test-ex3-whatif",
         'h200_with_hca = h200\ngdr_whatif = {"available": True, "reason": "dma-buf"}'),
     "00-ex3-typed-in-dict-on-a-real-copy": (
         "00", ["00-h200-report"], "ex3-whatif", "test-ex3-whatif",
-        'h200_with_hca = copy.deepcopy(h200)\nh200_with_hca["rdma_devices"] = [{"name": "mlx5_0", "active": True}]\n'
-        'gdr_whatif = {"available": True, "reason": "registered via dma-buf"}'),
+        ('h200_with_hca = copy.deepcopy(h200)\nh200_with_hca["rdma_devices"] = [{"name": "mlx5_0", "active": True}]\n'
+        'gdr_whatif = {"available": True, "reason": "registered via dma-buf"}')),
     "01-ex3-copy-the-kepler-layout": (
         "01", [], "ex3-sysfs-index", "test-ex3-sysfs-index",
         "k40_resource = lab01.KEPLER_RESOURCE\nk40_bar1_slot = 1"),
@@ -142,18 +141,18 @@ ATTACKS = {
         "03", [], "ex0-predict", "ex0-predict-tests", "predicted_gpu_reg_64k_us = 15.0"),
     "02-ex3-the-seed-p2p-figure": (
         "02", [], "ex3-p2p", "test-ex3-p2p",
-        'h200x2 = grading.dataset("h200x2-p2p-curriculum")\nat = h200x2.set_index(["peer_access", "size"])\n'
+        ('h200x2 = grading.dataset("h200x2-p2p-curriculum")\nat = h200x2.set_index(["peer_access", "size"])\n'
         'p2p_bw_gain = at.loc[(True, 256 << 20), "bw_gbps"] / at.loc[(False, 256 << 20), "bw_gbps"]\n'
         'p2p_lat_gain = at.loc[(False, 8), "lat_p50_us"] / at.loc[(True, 8), "lat_p50_us"]\n'
-        "k20_p2p_bound_gbps = 24.0"),
+        "k20_p2p_bound_gbps = 24.0")),
     "03-ex3-old-published-break-even": (
         "03", [], "ex3-amortization", "ex3-amortization-tests",
-        "import math\ndef breakeven_reuses(r, d, c, l=0.0):\n    return None if c <= l else max(1, math.ceil((r + d) / (c - l)))\n"
-        "reuses_gpu_64k = 104"),
+        ("import math\ndef breakeven_reuses(r, d, c, l=0.0):\n    return None if c <= l else max(1, math.ceil((r + d) / (c - l)))\n"
+        "reuses_gpu_64k = 104")),
     "03-ex3-removed-reference": (
         "03", [], "ex3-amortization", "ex3-amortization-tests",
-        "from gdrlab.labsupport import lab03\nbreakeven_reuses = lab03.reference_breakeven_reuses\n"
-        "reuses_gpu_64k = breakeven_reuses(1300.0, 677.0, 7.7, 0.5)"),
+        ("from gdrlab.labsupport import lab03\nbreakeven_reuses = lab03.reference_breakeven_reuses\n"
+        "reuses_gpu_64k = breakeven_reuses(1300.0, 677.0, 7.7, 0.5)")),
     "05-ex1-topology-code": (
         "05", [], "ex1-classify", "ex1-classify-tests",
         'placement_codes = {k: lab05.recorded_topology("DGX2").pcie_code("GPU0", "GPU1")[0] for k in "ABCDE"}'),
@@ -171,22 +170,22 @@ ATTACKS = {
         "nccl_uses_gdr = lab05.reference_nccl_gdr"),
     "05-ex3-node-as-its-own-level": (
         "05", [], "ex3-nccl-rule", "ex3-nccl-rule-tests",
-        'def nccl_uses_gdr(code, level="PXB"):\n    o = ["PIX", "PXB", "PHB", "NODE", "SYS"]\n'
-        "    return o.index(code) <= o.index(level)"),
+        ('def nccl_uses_gdr(code, level="PXB"):\n    o = ["PIX", "PXB", "PHB", "NODE", "SYS"]\n'
+        "    return o.index(code) <= o.index(level)")),
     "04-ex1-published-8kb-for-both": (
         "04", [], "ex1-crossover", "ex1-crossover-tests",
         "crossover_snb_bytes = 8192\ncrossover_ivb_bytes = 8192"),
     "04-ex2-seed-direction": (
         "04", [], "ex2-policy", "ex2-policy-tests",
-        'def choose_path(size, profile, gdr_ok=True):\n'
-        '    return "pipelined" if size <= 8192 else ("gdr" if gdr_ok else "gdrcopy")'),
+        ('def choose_path(size, profile, gdr_ok=True):\n'
+        '    return "pipelined" if size <= 8192 else ("gdr" if gdr_ok else "gdrcopy")')),
     "04-ex2-removed-model-answer": (
         "04", [], "ex2-policy", "ex2-policy-tests",
         "choose_path = lambda size, profile, gdr_ok=True: lab04.best_path(profile, size)"),
     "04-ex2-published-8kb-everywhere": (
         "04", [], "ex2-policy", "ex2-policy-tests",
-        'def choose_path(size, profile, gdr_ok=True):\n'
-        '    return ("gdr" if gdr_ok else "gdrcopy") if size < 8192 else "pipelined"'),
+        ('def choose_path(size, profile, gdr_ok=True):\n'
+        '    return ("gdr" if gdr_ok else "gdrcopy") if size < 8192 else "pipelined"')),
     "04-ex0-prediction-off-by-10x": (
         "04", [], "ex0-predict", "ex0-predict-tests", "predicted_staged_over_pipelined_64mib = 26.0"),
     "05-ex4-prediction-wrong-winner": (
