@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable
 
 __all__ = [
     "check_close", "check_between", "check_equal", "check_set_equal", "check_true", "check_callable",
-    "check_function_cases", "dataset", "fit_alpha_beta_reference",
+    "check_function_cases", "dataset",
 ]
 
 
@@ -123,20 +123,3 @@ def dataset(name: str):
     as a DataFrame with ``attrs["provenance"]``. Raises ``RecordedDataMissing`` when absent."""
     from .recorded import load
     return load(name)
-
-
-def fit_alpha_beta_reference(sizes_bytes: Iterable[float], times_us: Iterable[float]) -> tuple[float, float]:
-    """Least-squares fit of ``t = alpha + n / beta``: returns ``(alpha_us, beta_gbps)``.
-
-    Used by hidden tests to grade a learner's own fit; it is plain ``numpy.polyfit`` of time
-    against size, so a learner's correct fit by any method agrees with it.
-    """
-    import numpy as np
-
-    n = np.asarray(list(sizes_bytes), dtype=float)
-    t = np.asarray(list(times_us), dtype=float)
-    if n.size < 2 or n.size != t.size:
-        raise ValueError("need at least two (size, time) pairs of equal length")
-    slope_us_per_byte, alpha_us = np.polyfit(n, t, 1)
-    # slope is microseconds per byte; bytes per microsecond / 1e3 is GB/s.
-    return float(alpha_us), float(1.0 / slope_us_per_byte / 1e3)

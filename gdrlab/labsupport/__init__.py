@@ -10,7 +10,9 @@ import os
 from types import ModuleType
 from typing import Any
 
-__all__ = ["quick_mode", "optional_module", "provenance_label", "nccl_log_lines", "SIZE_TICKS"]
+__all__ = ["quick_mode", "optional_module", "provenance_label", "modelled_provenance", "profile_with_level",
+           "nccl_log_lines",
+           "SIZE_TICKS"]
 
 # Tick labels for log-scaled size axes (bytes), so plots read "4K" rather than "4096".
 SIZE_TICKS = {"tickvals": [2 ** k for k in range(0, 31, 2)],
@@ -51,7 +53,8 @@ def provenance_label(prov: dict[str, Any] | None, fallback: str = "modelled") ->
         when = prov.get("date", "")
         return f"recorded on {where}" + (f", {str(when)[:10]}" if when else "")
     if kind == "modelled":
-        return f"modelled ({prov.get('profile', 'profile ?')})"
+        level = prov.get("level")
+        return f"modelled ({prov.get('profile', 'profile ?')}" + (f", {level} level)" if level else ")")
     return kind
 
 
@@ -73,3 +76,26 @@ def nccl_log_lines(name: str, keywords: tuple[str, ...]) -> tuple[list[str], str
         prov = None
     label = provenance_label(prov, "recorded") if isinstance(prov, dict) else "recorded"
     return lines, f"{label} ({name})"
+
+
+def modelled_provenance(profile: str, **extra: Any) -> dict[str, Any]:
+    """Provenance of a modelled table or figure: kind, profile and the profile's calibration
+    ``level`` ("MPI" or "verbs"), so every label says which layer the numbers stand for."""
+    from .. import model
+    from ..errors import InvalidArgument
+
+    prov: dict[str, Any] = {"kind": "modelled", "profile": profile, **extra}
+    try:
+        level = getattr(model.get_profile(profile), "level", None)
+    except InvalidArgument:  # a label such as "lab 03 registration model" names no profile
+        level = None
+    if level:
+        prov["level"] = level
+    return prov
+
+
+def profile_with_level(profile: str) -> str:
+    """``"kepler-snb-2013 (MPI level)"``: a profile's name with its calibration level, for titles."""
+    level = modelled_provenance(profile).get("level")
+    return f"{profile} ({level} level)" if level else profile
+

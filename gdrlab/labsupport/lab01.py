@@ -10,6 +10,8 @@ import errno
 import os
 from typing import Any
 
+from . import modelled_provenance
+
 __all__ = ["MiB", "GiB", "K20_PROFILE", "errno_name", "bar_table", "own_bars", "gpu_bars", "KEPLER_RESOURCE",
            "h200_resource", "nvml_bar1", "h200_bars", "bar1_measure",
            "bar1_recorded", "bar1_data", "bar1_sweep_widget", "bar1_figure", "dmabuf_probe", "live_or_recorded_dmabuf", "register_table",
@@ -353,7 +355,7 @@ def register_table(profile: str = K20_PROFILE, sizes: Any = (64 * MiB, 128 * MiB
             rows.append({"size": _human(int(n)), "size_bytes": int(n), "registered": False, "bar1_left": "",
                          "error": f"{errno_name(exc.errno)}: {exc}"})
     df = pd.DataFrame(rows)
-    df.attrs["provenance"] = {"kind": "modelled", "profile": profile}
+    df.attrs["provenance"] = modelled_provenance(profile)
     return df
 
 
@@ -377,7 +379,7 @@ def bar1_model_figure(profiles: Any = (K20_PROFILE, "volta-dgx1", "hopper-ndr"),
                 left = np.nan  # ENOMEM: past the wall
             rows.append({"size": int(n), "bar1_free_after_bytes": left})
         df = pd.DataFrame(rows)
-        df.attrs["provenance"] = {"kind": "modelled", "profile": prof}
+        df.attrs["provenance"] = modelled_provenance(prof)
         frames[prof] = df
     fig = plot_sweep({}, model=list(frames.values()), y="bar1_free_after_bytes", log_y=True,
                      title="one ibv_reg_mr on GPU memory: BAR1 left, until ENOMEM")

@@ -23,7 +23,7 @@ __all__ = [
     "GPU_PAGE_BYTES", "HOST_PAGE_BYTES", "RegistrationModel", "REGISTRATION_MODELS", "peer_memory_status",
     "pyverbs_status", "verbs_status", "measure_registration", "registration_summary", "registration_explorer",
     "try_registrations", "registration_cost_table", "registration_figure", "state_machine_figure",
-    "reference_breakeven_reuses", "reference_gpu_pages", "soft_roce_status", "pyverbs_registrations",
+    "soft_roce_status", "pyverbs_registrations",
     "PYVERBS_BESIDE_GDRLAB",
 ]
 
@@ -330,27 +330,6 @@ def state_machine_figure():
     return fig
 
 
-def reference_gpu_pages(addr: int, size_bytes: int, page_bytes: int = GPU_PAGE_BYTES) -> int:
-    """Pages of ``page_bytes`` touched by ``[addr, addr + size_bytes)`` (reference for grading)."""
-    if size_bytes <= 0 or addr < 0 or page_bytes <= 0:
-        raise ValueError("addr >= 0, size_bytes > 0 and page_bytes > 0 are required")
-    first = addr // page_bytes
-    last = (addr + size_bytes - 1) // page_bytes
-    return int(last - first + 1)
-
-
-def reference_breakeven_reuses(reg_us: float, dereg_us: float, copy_us: float, lookup_us: float = 0.0) -> int | None:
-    """Smallest number of uses ``n`` for which registering once and reusing the MR (cost
-    ``reg_us + dereg_us + n * lookup_us``) is no slower than copying into a pre-registered
-    buffer every time (``n * copy_us``); None when reuse never pays off."""
-    if min(reg_us, dereg_us, copy_us, lookup_us) < 0:
-        raise ValueError("costs must be non-negative")
-    saving = copy_us - lookup_us
-    if saving <= 0:
-        return None
-    return max(1, math.ceil((reg_us + dereg_us) / saving))
-
-
 def measure_registration(sizes: Any, memory: str = "host") -> tuple[Any, str]:
     """Live registration cost on this machine's HCA: ``(DataFrame with size and reg_us, why)``,
     or ``(None, why not)`` when there is no verbs module or no RDMA device."""
@@ -371,11 +350,13 @@ def measure_registration(sizes: Any, memory: str = "host") -> tuple[Any, str]:
     return df, "measured live"
 
 
-def registration_summary(profile: str = "volta-dgx1", sizes: Any = None, dereg_us: float = 100.0,
+def registration_summary(profile: str = "volta-dgx1", sizes: Any = None, dereg_us: float = 677.0,
                          lookup_us: float = 0.5):
     """For each size: GPU pages, modelled GPU registration time, the modelled pinned D2H copy
     time of ``profile`` (what a pre-registered bounce buffer costs per message), the sends after
-    which registering once pays off, and whether the registration fits the profile's BAR1.
+    which registering once pays off (deregistration ``dereg_us``: 677 µs by default, gdrcopy's
+    README table for ``gdr_unpin_buffer`` of 64 KB on a V100), and whether the registration fits
+    the profile's BAR1.
     DataFrame with ``attrs["provenance"]`` kind modelled."""
     import pandas as pd
 
@@ -385,7 +366,8 @@ def registration_summary(profile: str = "volta-dgx1", sizes: Any = None, dereg_u
     gpu = REGISTRATION_MODELS["GPU (peer memory / dma-buf)"]
     copy_us = np.asarray(model.stage_us(profile, "copy-d2h-pinned", sizes.astype(float)), dtype=float)
     rows = []
-    for size, reg, copy in zip(sizes, gpu.cost_us(sizes), copy_us):
+    saving = copy_us - lookup_us   # what each reuse saves over a copy into a bounce buffer
+    for size, reg, copy, save in zip(sizes, gpu.cost_us(sizes), copy_us, saving):
         try:
             model.register_mr(profile, int(size))
             fits = "yes"
@@ -393,7 +375,8 @@ def registration_summary(profile: str = "volta-dgx1", sizes: Any = None, dereg_u
             fits = f"no (errno {getattr(exc, 'errno', '?')})"
         rows.append({"size": int(size), "gpu_pages": int(gpu.pages(size)), "reg_us": float(reg),
                      "copy_us": float(copy),
-                     "breakeven_sends": reference_breakeven_reuses(float(reg), dereg_us, float(copy), lookup_us),
+                     "breakeven_sends": (max(1, math.ceil((float(reg) + dereg_us) / float(save)))
+                                         if save > 0 else None),
                      "fits_bar1": fits})
     df = pd.DataFrame(rows)
     df.attrs["provenance"] = {"kind": "modelled", "profile": f"{profile} + lab 03 registration model"}

@@ -7,15 +7,15 @@ path at each size, away from the boundaries where two paths are within a few per
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
-from . import SIZE_TICKS, quick_mode
+from . import SIZE_TICKS, modelled_provenance, profile_with_level, quick_mode
 
 __all__ = [
     "HISTORIC_PROFILES", "STATIC_SIZES", "MEASURED_PATHS", "POLICY_PATHS", "GDR_POLICY_PATHS", "NO_GDR_POLICY_PATHS", "policy_paths", "measured_data", "sweep_widget",
-    "measured_figure", "model_table", "best_path", "policy_table", "grading_cases", "check_choose_path",
+    "measured_figure", "model_table", "policy_table",
     "crossover_figure", "crossover_explorer", "crossovers", "overlay_profile", "gdr_live", "measured_summary", "CHUNKS", "chunk_data", "chunk_figure",
 ]
 
@@ -196,7 +196,7 @@ def chunk_figure(df, profile: str | None = None):
         chunks = np.unique(np.geomspace(4096, 16 << 20, 40).astype(np.int64))
         lat = np.array([_lat_us(profile, "pipelined", np.array([size]), None, int(c))[0] for c in chunks])
         fig.add_trace(go.Scatter(x=chunks.tolist(), y=(size / lat / 1e3).tolist(), mode="lines",
-                                 line={"dash": "dash"}, name=f"pipelined — modelled, profile {profile}"))
+                                 line={"dash": "dash"}, name=f"pipelined — modelled, profile {profile_with_level(profile)}"))
     kinds = "live" if df.attrs.get("provenance", {}).get("kind") == "live" else "recorded"
     fig.update_layout(title=f"Pipeline chunk size vs bandwidth, {size >> 20} MiB message ({kinds} + modelled)",
                       xaxis_title="chunk size (bytes)", yaxis_title="bandwidth (GB/s)", height=420,
@@ -219,15 +219,8 @@ def model_table(profile: str, paths: Iterable[str] | None = None, sizes: Any = N
         lat = _lat_us(profile, p, sizes, placement, chunk)
         rows.append(pd.DataFrame({"path": p, "size": sizes, "lat_us": lat, "bw_gbps": sizes / lat / 1e3}))
     df = pd.concat(rows, ignore_index=True)
-    df.attrs["provenance"] = {"kind": "modelled", "profile": profile, "placement": placement, "chunk": chunk}
+    df.attrs["provenance"] = modelled_provenance(profile, placement=placement, chunk=chunk)
     return df
-
-
-def best_path(profile: str, size: int, paths: Iterable[str] | None = None, placement: str | None = None) -> str:
-    """The path with the lowest modelled latency at ``size`` (ties go to the earlier path)."""
-    paths = tuple(paths) if paths is not None else policy_paths()
-    lats = [float(_lat_us(profile, p, np.array([size]), placement)[0]) for p in paths]
-    return paths[int(np.argmin(lats))]
 
 
 def policy_table(profile: str, paths: Iterable[str] | None = None, placement: str | None = None) -> list[dict]:
@@ -252,50 +245,6 @@ def crossovers(profiles: Iterable[str] = HISTORIC_PROFILES, a: str = "gdr", b: s
     return {prof: m.crossover(prof, a, b, placement=placement) for prof in profiles}
 
 
-def grading_cases(profile: str, paths: Iterable[str] | None = None, margin: float = 0.10,
-                  sizes: Iterable[int] | None = None) -> list[tuple[int, str]]:
-    """``(size, expected path)`` pairs for grading a policy: the model's fastest path, keeping only
-    sizes where it beats the runner-up by more than ``margin`` (so a threshold that is off by a
-    few percent near a crossover is not marked wrong)."""
-    paths = tuple(paths) if paths is not None else policy_paths()
-    sizes = _GRID if sizes is None else np.asarray(list(sizes), dtype=np.int64)
-    lat = np.vstack([_lat_us(profile, p, sizes, None) for p in paths])
-    order = np.sort(lat, axis=0)
-    best = np.argmin(lat, axis=0)
-    keep = order[1] > order[0] * (1.0 + margin)
-    return [(int(s), paths[i]) for s, i, k in zip(sizes, best, keep) if k]
-
-
-def check_choose_path(fn: Callable[..., str], profiles: Iterable[str] = HISTORIC_PROFILES,
-                      sizes: Iterable[int] | None = None, margin: float = 0.10) -> int:
-    """Compare ``fn(size, profile, gdr_ok)`` with the model's fastest path: among ``gdr`` and
-    ``pipelined`` when ``gdr_ok`` is True, among ``gdrcopy`` and ``pipelined`` when it is False.
-    Raise AssertionError naming the first disagreements; return the number of cases checked."""
-    if not callable(fn):
-        raise AssertionError(f"choose_path should be a function, got {fn!r}")
-    checked, wrong = 0, []
-    for prof in profiles:
-        for gdr_ok, paths in ((True, GDR_POLICY_PATHS), (False, NO_GDR_POLICY_PATHS)):
-            for size, want in grading_cases(prof, paths=paths, sizes=sizes, margin=margin):
-                call = f"choose_path({size}, {prof!r}, gdr_ok={gdr_ok})"
-                try:
-                    got = fn(size, prof, gdr_ok)
-                except NotImplementedError:
-                    raise AssertionError("choose_path raised NotImplementedError: the exercise is not done yet") from None
-                except Exception as exc:
-                    raise AssertionError(f"{call} raised {type(exc).__name__}: {exc}") from None
-                checked += 1
-                if got != want:
-                    wrong.append(f"{call} = {got!r}, the model's fastest is {want!r}")
-    if wrong:
-        raise AssertionError(f"{len(wrong)} of {checked} cases disagree with the model, e.g.:\n  "
-                             + "\n  ".join(wrong[:5]))
-    if checked == 0:
-        raise AssertionError("no sizes to check: the model gave no clear winner anywhere")
-    return checked
-
-
-# ----------------------------------------------------------------------------- figures
 def crossover_figure(profile: str = "kepler-snb-2013", paths: Iterable[str] | None = None,
                      placement: str | None = None, chunk: int | None = None, fig=None):
     """Modelled latency of the policy paths (+ staged) against size, with the gdr/pipelined
@@ -313,7 +262,7 @@ def crossover_figure(profile: str = "kepler-snb-2013", paths: Iterable[str] | No
         if x and x > 1:
             marks.append((a, b, x))
     fig = fig if fig is not None else go.Figure()
-    where = f"profile {profile}" + (f", {placement}" if placement else "") + (f", chunk {chunk // 1024} KiB" if chunk else "")
+    where = f"profile {profile_with_level(profile)}" + (f", {placement}" if placement else "") + (f", chunk {chunk // 1024} KiB" if chunk else "")
     with fig.batch_update() if hasattr(fig, "batch_update") else _null():
         fig.data = []
         for path, part in table.groupby("path", sort=False):

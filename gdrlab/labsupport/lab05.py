@@ -10,17 +10,17 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from . import modelled_provenance, profile_with_level
+
 __all__ = [
     "CODE_ORDER", "own_topology", "own_pairs", "recorded_topology", "machine_names", "pair_table", "gpu_nic_pairs",
-    "config_ab_table", "config_ab_figure", "reference_nearest", "reference_nccl_gdr", "describe",
+    "config_ab_table", "config_ab_figure", "describe",
     "tree_text", "tree_figure",
 ]
 
 # nvidia-smi's PCIe codes from nearest to farthest (NV# is NVLink, not PCIe).
 CODE_ORDER = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
 # NCCL's levels in order; nvidia-smi's NODE is NCCL's PHB (NCCL's CPU node is a whole NUMA node).
-_NCCL_ORDER = ("LOC", "PIX", "PXB", "PHB", "SYS")
-_SMI_TO_NCCL = {"X": "LOC", "PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS"}
 
 
 def own_topology(root: str = "/") -> tuple[Any, str]:
@@ -153,18 +153,6 @@ def pair_table(topo, level: Any = None):
     return pd.DataFrame(rows, columns=["gpu", "nic", "code", "path", "nearest_nic", "nccl_uses_gdr"])
 
 
-def reference_nearest(codes: dict[str, str]) -> str | None:
-    """The NIC with the nearest code in ``{nic: code}``; ties go to the lower name (reference)."""
-    if not codes:
-        return None
-    return min(sorted(codes), key=lambda nic: CODE_ORDER.index(codes[nic]))
-
-
-def reference_nccl_gdr(code: str, level: str = "PXB") -> bool:
-    """NCCL's rule: GDR when the GPU-NIC path is no farther than ``level`` (reference)."""
-    return _NCCL_ORDER.index(_SMI_TO_NCCL[code]) <= _NCCL_ORDER.index(_SMI_TO_NCCL.get(level, level))
-
-
 def config_ab_table(profile: str = "kepler-ivb-2014", sizes: Iterable[int] | None = None,
                     paths: Iterable[str] = ("gdr", "pipelined")):
     """Modelled bandwidth of ``paths`` with the GPU and NIC under one switch (A) and on different
@@ -181,7 +169,7 @@ def config_ab_table(profile: str = "kepler-ivb-2014", sizes: Iterable[int] | Non
             frames.append(pd.DataFrame({"config": config, "placement": placement, "path": p, "size": sizes,
                                         "lat_us": lat, "bw_gbps": sizes / lat / 1e3}))
     df = pd.concat(frames, ignore_index=True)
-    df.attrs["provenance"] = {"kind": "modelled", "profile": profile}
+    df.attrs["provenance"] = modelled_provenance(profile)
     return df
 
 
@@ -195,9 +183,9 @@ def config_ab_figure(table):
     fig = go.Figure()
     for (config, placement, path), part in table.groupby(["config", "placement", "path"], sort=False):
         fig.add_trace(go.Scatter(x=part["size"], y=part["bw_gbps"], mode="lines",
-                                 name=f"config {config} ({placement}): {path} — modelled, {prof}",
+                                 name=f"config {config} ({placement}): {path} — modelled, {profile_with_level(prof)}",
                                  line={"dash": "solid" if config == "A" else "dash"}))
-    fig.update_layout(title=f"Config A (same switch) vs B (cross socket), modelled with profile {prof}",
+    fig.update_layout(title=f"Config A (same switch) vs B (cross socket), modelled with profile {profile_with_level(prof)}",
                       xaxis_title="message size (bytes)", yaxis_title="bandwidth (GB/s)", height=460,
                       legend={"orientation": "h", "y": -0.3})
     fig.update_xaxes(type="log", **SIZE_TICKS)

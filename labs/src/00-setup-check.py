@@ -139,13 +139,19 @@ lab00.paths_table(h200)
 # ### Exercise 1 (2 points): which paths could run on the H200?
 #
 # Set `h200_runnable` to a list of the path names that were available on the H200 machine,
-# read from `h200["paths"]` (each entry has an `"available"` flag).
+# read from `h200["paths"]` (each entry has an `"available"` flag). Then, for the three paths
+# `gdr`, `gdrcopy` and `p2p`, set `h200_missing[path]` to the one thing the H200 would need for
+# that path, chosen from `MISSING` below. Read the reasons, and think: the H200 has no
+# peer-memory module loaded, yet is that what stops `gdr` (the correction box of exercise 3)?
 
 # %% id="ex1-runnable" nbgrader={"grade": false, "grade_id": "ex1-runnable", "locked": false, "schema_version": 3, "solution": true}
+MISSING = ("an RDMA device", "a peer-memory module", "the gdrcopy library and driver", "a second GPU")
+h200_missing = {"gdr": None, "gdrcopy": None, "p2p": None}
 ### BEGIN SOLUTION
 h200_runnable = sorted(p for p, v in h200["paths"].items() if v["available"])
+h200_missing = {"gdr": "an RDMA device", "gdrcopy": "the gdrcopy library and driver", "p2p": "a second GPU"}
 ### END SOLUTION
-print(h200_runnable)
+print(h200_runnable, h200_missing)
 
 # %% id="test-ex1-runnable" nbgrader={"grade": true, "grade_id": "test-ex1-runnable", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 grading.check_true(isinstance(h200_runnable, (list, tuple, set)), "h200_runnable should be a list of path names")
@@ -153,7 +159,11 @@ grading.check_true("host" in h200_runnable, "the host path needs nothing: it run
 ### BEGIN HIDDEN TESTS
 # One GPU, no RDMA device, no gdrcopy: the GPU paths over tcp run, the rest do not.
 grading.check_set_equal(h200_runnable, {"host", "staged", "shared", "pipelined"}, name="h200_runnable",
-                        hint="gdr needs an RDMA device, gdrcopy needs gdrcopy, p2p needs two GPUs")
+                        hint="read each path's available flag")
+grading.check_equal(h200_missing["gdr"], "an RDMA device", name="h200_missing['gdr']",
+                    hint="dma-buf needs no peer-memory module: what else does gdr's reason name?")
+grading.check_equal(h200_missing["gdrcopy"], "the gdrcopy library and driver", name="h200_missing['gdrcopy']")
+grading.check_equal(h200_missing["p2p"], "a second GPU", name="h200_missing['p2p']")
 ### END HIDDEN TESTS
 
 # %% [markdown] id="00-exercise-2-1-point"
@@ -188,6 +198,13 @@ grading.check_close(h200_bar1_gib, 256, rel=0.01, name="h200_bar1_gib", unit="Gi
 # > `nvidia-peermem` and ships with the driver. Newer stacks need no extra module at all: with
 # > Linux 5.12+, CUDA 11.7+ and the open GPU kernel modules, GPU memory is handed to the RDMA
 # > stack as a **dma-buf**. The H200 has no peer-memory module loaded; does it need one?
+#
+# > **"Available" is not "fast".** `doctor` checks software prerequisites only: a GPU that
+# > supports GPUDirect RDMA, a registration route (dma-buf or a peer-memory module), libibverbs
+# > and an active RDMA device. It cannot tell whether the NIC and the GPU share a PCIe switch
+# > (lab 05), whether ACS or the IOMMU sends their peer traffic up through the root complex, or
+# > whether a hypervisor passes peer-to-peer traffic through at all. The recorded H200 is a KVM
+# > guest with a flat virtual PCIe tree: on it, a what-if `available` says nothing about speed.
 
 # %% id="ex3-whatif" nbgrader={"grade": false, "grade_id": "ex3-whatif", "locked": false, "schema_version": 3, "solution": true}
 print(h200["paths"]["gdr"]["reason"])
@@ -209,6 +226,16 @@ grading.check_true(h200["rdma_devices"] == [] and not hw.path_availability(h200)
 grading.check_true(not h200_with_hca["peer_memory"].get("nvidia_peermem_loaded"),
                    "no peer-memory module is needed: dma-buf is already usable on the H200")
 grading.check_true("dma-buf" in gdr_whatif["reason"], "gdr should be registered via dma-buf")
+# The what-if must be a real report: the copy has an active RDMA device, keeps everything else
+# from h200, and gdr_whatif is what the availability check says about that copy (not typed in).
+_devs = h200_with_hca.get("rdma_devices") or []
+grading.check_true(any(isinstance(d, dict) and d.get("active") for d in _devs),
+                   "h200_with_hca should list one active RDMA device in rdma_devices")
+grading.check_true({k: v for k, v in h200_with_hca.items() if k != "rdma_devices"}
+                   == {k: v for k, v in h200.items() if k != "rdma_devices"},
+                   "only rdma_devices should differ between h200_with_hca and h200")
+grading.check_true(gdr_whatif == hw.path_availability(h200_with_hca)["gdr"],
+                   "gdr_whatif should be hw.path_availability(h200_with_hca)['gdr'], not a dict typed in")
 ### END HIDDEN TESTS
 
 # %% [markdown] id="00-written-question"

@@ -116,10 +116,12 @@ else:
 # %% [markdown] id="01-bar1-use-while-allocating"
 # ## 2. BAR1 use while allocating
 #
-# On the H200 the driver maps every allocation into BAR1 as it is made, so NVML's "BAR1 used"
-# follows `cudaMalloc`: allocate 1 GiB, see about 1 GiB more BAR1 in use. On older GPUs with a
-# small BAR1 the driver maps on demand instead (when a peer or gdrcopy asks), because there is
-# not enough window for everything.
+# On the recorded H200 (a KVM guest with driver 580) we observed the driver mapping every
+# allocation into BAR1 as it was made, so NVML's "BAR1 used" followed `cudaMalloc`: allocate
+# 1 GiB, see about 1 GiB more BAR1 in use. That is one observation, not a rule: a GPU whose BAR1
+# is smaller than its memory cannot map everything, and NVIDIA does not document when its driver
+# maps up front and when on demand (when a peer or gdrcopy asks). Other GPUs and drivers, even
+# large-BAR1 ones, may show BAR1 use staying flat; the live widget shows what yours does.
 #
 # Live, the widget allocates each size with `gdrlab.engine.Buffer(size, "device")`, reads NVML
 # before and after, and frees the buffer.
@@ -138,11 +140,14 @@ else:
 # %% [markdown] id="01-dma-buf-devices-not"
 # ## 3. A dma-buf is for devices, not for the CPU
 #
-# Since Linux 5.12 the kernel can hand a device's memory to another device as a **dma-buf**: a
-# file descriptor standing for the memory. CUDA 11.7+ exports GPU memory this way
-# (`cuMemGetHandleForAddressRange(..., CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD)`) and the RDMA stack
-# imports it (`ibv_reg_dmabuf_mr`): no `nvidia-peermem` module needed. The fd is not a way for
-# the CPU to reach GPU memory: trying to `mmap` it fails.
+# Since Linux 3.3 (2012) the kernel can hand one device's memory to another device as a
+# **dma-buf**: a file descriptor standing for the memory. Linux 5.12 added the RDMA importer
+# (`ib_umem_dmabuf`, `ibv_reg_dmabuf_mr` in rdma-core), so an HCA can register such a buffer.
+# CUDA 11.7+ exports GPU memory this way
+# (`cuMemGetHandleForAddressRange(..., CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD)`): no `nvidia-peermem`
+# module needed. Whether the CPU may `mmap` a dma-buf is up to its exporter; many exporters allow
+# it, NVIDIA's does not (the recorded H200 gets errno 524, `ENOTSUPP`), so this fd is not a way
+# for the CPU to reach GPU memory.
 #
 # > **A correction.** `cudaHostRegister()` is sometimes described as the call that "registers GPU
 # > memory" for RDMA. It page-locks **host** memory so the GPU's copy engines can DMA it (lab 02
@@ -230,50 +235,57 @@ grading.check_true(k20_buffers_64mib < 4, "four 64 MiB buffers are the whole 256
 ### END HIDDEN TESTS
 
 # %% [markdown] id="01-exercise-3-1-point"
-# ### Exercise 3 (1 point): find NVIDIA's BAR1 from the flags
+# ### Exercise 3 (1 point): write a GPU's `resource` file
 #
-# Write `bar1_slot(resource_text)`: given the text of a GPU's sysfs `resource` file, return the slot
-# number (0-5) that holds what NVIDIA and `nvidia-smi` call BAR1. Use the flags, not the sizes:
-# skip empty slots and I/O BARs, remember that a 64-bit BAR also takes the next slot, and count the
-# memory BARs in order. Two files to try it on: the recorded H200's BARs (`lab01.h200_resource()`)
-# and a Kepler-era layout with a 32-bit BAR0 (`lab01.KEPLER_RESOURCE`, addresses made up).
+# NVIDIA's BAR1 is the GPU's *second memory BAR*, and its sysfs slot depends on the BARs before
+# it: a 64-bit BAR takes two slots (the second holds its upper address bits). `gdrlab.hw.bars`
+# reads the flags for you; here is what it makes of the recorded H200 (every BAR 64-bit, BAR1 in
+# slot 2) and of a Kepler-era layout whose BAR0 is 32-bit (`lab01.KEPLER_RESOURCE`, addresses made
+# up: BAR1 in slot 1).
+#
+# Now go the other way, which no function here does for you. Set `k40_resource` to the six lines
+# (`start end flags` in hex, one per slot, `0x0 0x0 0x0` for an empty slot) of a Tesla K40 with:
+# BAR0 16 MiB, 32-bit, non-prefetchable, at `0xfa000000`; BAR1 16 GiB, 64-bit, prefetchable, at
+# `0x3c00000000`; BAR3 32 MiB, 64-bit, prefetchable, at `0x4000000000`; and an I/O BAR of 128 bytes
+# at `0xe000`, in the last slot (addresses made up; the sizes are the K40's). Flags (from the
+# kernel's `include/linux/ioport.h`): `IORESOURCE_IO` 0x100, `IORESOURCE_MEM` 0x200,
+# `IORESOURCE_PREFETCH` 0x2000, `IORESOURCE_MEM_64` 0x100000. Then set `k40_bar1_slot` to the slot
+# that holds its BAR1.
+
+# %% id="01-bars-by-flags"
+from gdrlab.hw import bars as hw_bars
+
+for label, text in (("H200 (recorded)", lab01.h200_resource()), ("Kepler layout", lab01.KEPLER_RESOURCE)):
+    print(label, [(b["slots"], b["kind"], "64-bit" if b["is_64bit"] else "32-bit", hw_bars.nvidia_bar_name(b))
+                  for b in hw_bars.bar_layout(text)])
 
 # %% id="ex3-sysfs-index" nbgrader={"grade": false, "grade_id": "ex3-sysfs-index", "locked": false, "schema_version": 3, "solution": true}
-def bar1_slot(resource_text):
-    """The sysfs slot of NVIDIA's BAR1 (the second memory BAR) in a ``resource`` file."""
-    ### BEGIN SOLUTION
-    memory_bars, skip_next = [], False
-    for slot, line in enumerate(resource_text.splitlines()[:6]):
-        if skip_next:
-            skip_next = False
-            continue
-        start, end, flags = (int(field, 16) for field in line.split()[:3])
-        if (start, end) == (0, 0) or not flags & 0x200:
-            continue
-        memory_bars.append(slot)
-        skip_next = bool(flags & 0x00100000)
-    return memory_bars[1]
-    ### END SOLUTION
-
-
-h200_bar1_sysfs_index = bar1_slot(lab01.h200_resource())
-print("H200: BAR1 is sysfs slot", h200_bar1_sysfs_index, "| Kepler layout:", bar1_slot(lab01.KEPLER_RESOURCE))
+k40_resource = ""
+k40_bar1_slot = None
+### BEGIN SOLUTION
+k40_resource = """0xfa000000 0xfaffffff 0x40200
+0x3c00000000 0x3fffffffff 0x14220c
+0x0 0x0 0x0
+0x4000000000 0x4001ffffff 0x14220c
+0x0 0x0 0x0
+0xe000 0xe07f 0x40101"""
+k40_bar1_slot = 1
+### END SOLUTION
+print(k40_resource)
 
 # %% id="test-ex3-sysfs-index" nbgrader={"grade": true, "grade_id": "test-ex3-sysfs-index", "locked": true, "points": 1, "schema_version": 3, "solution": false}
-grading.check_true(h200_bar1_sysfs_index in (0, 1, 2, 3, 4, 5), "a sysfs BAR number is 0 to 5")
+grading.check_equal(len(k40_resource.strip().splitlines()), 6, name="lines in k40_resource",
+                    hint="one line per slot, empty slots included")
 ### BEGIN HIDDEN TESTS
-grading.check_equal(h200_bar1_sysfs_index, 2, name="h200_bar1_sysfs_index",
-                    hint="every H200 BAR is 64-bit: slots 0-1, 2-3, 4-5")
-grading.check_equal(bar1_slot(lab01.KEPLER_RESOURCE), 1, name="bar1_slot(KEPLER_RESOURCE)",
-                    hint="BAR0 is 32-bit there (no IORESOURCE_MEM_64 flag): it takes one slot")
-_io_first = """0x1000 0x107f 0x40101
-0xf5000000 0xf5ffffff 0x40200
-0xe0000000 0xefffffff 0x14220c
-0x0 0x0 0x0
-0x0 0x0 0x0
-0x0 0x0 0x0"""
-grading.check_equal(bar1_slot(_io_first), 2, name="bar1_slot(I/O BAR first)",
-                    hint="I/O BARs are not memory BARs: skip them")
+from gdrlab.hw import bars as _bars
+
+_got = [(b["slot"], b["kind"], b["size_bytes"], b["is_64bit"], b["prefetchable"])
+        for b in _bars.bar_layout(k40_resource)]
+_want = [(0, "mem", 16 << 20, False, False), (1, "mem", 16 << 30, True, True),
+         (3, "mem", 32 << 20, True, True), (5, "io", 128, False, False)]
+grading.check_equal(_got, _want, name="the BARs your k40_resource describes",
+                    hint="a 64-bit BAR takes two slots; sizes are end - start + 1")
+grading.check_equal(k40_bar1_slot, 1, name="k40_bar1_slot", hint="the second memory BAR")
 ### END HIDDEN TESTS
 
 # %% [markdown] id="01-written-question"
@@ -296,16 +308,18 @@ grading.check_equal(bar1_slot(_io_first), 2, name="bar1_slot(I/O BAR first)",
 #
 # * A GPU exposes its memory on the PCIe bus through one BAR. NVIDIA calls it BAR1: the second
 #   memory BAR, whose sysfs slot the flags decide (slot 2 on the H200, whose BAR0 is 64-bit; slot 1
-#   where BAR0 is 32-bit). Every PCI device on your own machine lists its BARs the same way. On the
+#   where BAR0 is 32-bit, as on the K40 you wrote). Every PCI device on your own machine lists its BARs the same way. On the
 #   H200 BAR1 is 256 GiB, more than the 141 GB of memory behind it.
-# * On the H200, BAR1 use followed allocation almost byte for byte (about 1 GiB per GiB
-#   allocated, above a baseline of about 0.5 GiB the driver uses): this GPU maps everything,
-#   because it can.
+# * On the recorded H200 (a KVM guest, driver 580), BAR1 use followed allocation almost byte for
+#   byte (about 1 GiB per GiB allocated, above a baseline of about 0.5 GiB the driver uses). That
+#   is one GPU with one driver in one VM: another GPU, even one with a large BAR1 such as an A100,
+#   or another driver may map on demand and leave BAR1 use flat. Measure yours.
 # * A dma-buf of GPU memory had the buffer's size but the CPU could not map it (errno 524,
 #   `ENOTSUPP`, on the H200): it exists so that *devices* such as an RDMA adapter can import GPU
 #   memory. `cudaHostRegister` is a different thing altogether: it pins host memory.
-# * A K20's window was 256 MB, less what the driver kept: one registration of 224 MiB fitted,
-#   240 MiB failed with `ENOMEM`, and only three 64 MiB buffers could be registered at once. That
+# * A K20's window was 256 MB (its published size), less what the driver kept. In the model, which
+#   *assumes* a 32 MiB reserve, one registration of 224 MiB fits, 240 MiB fails with `ENOMEM`, and
+#   only three 64 MiB buffers fit at once: modelled limits, not K20 measurements. That
 #   is why early GPUDirect RDMA codes registered small, reused buffers, and why lab 03's
 #   registration caches matter. Lab 02 turns to the second part: DMA between PCIe devices.
 

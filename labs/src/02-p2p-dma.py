@@ -3,9 +3,10 @@
 #
 # Lab 01 showed that a GPU exposes its memory as a PCIe window (BAR1). The second part of
 # GPUDirect RDMA is that *another device* can aim its DMA at such a window. Before any RDMA
-# adapter does that, two engines you already own do it all day: the GPU's **copy engine**
-# (DMA between host memory and GPU memory) and, between two GPUs, **peer-to-peer DMA**
-# (GPUDirect P2P, CUDA 4.0, 2011). This lab measures both.
+# adapter does that, two engines you already own move data by DMA: the GPU's **copy engine**
+# (between host memory and GPU memory) and, between two GPUs, **peer-to-peer copies**
+# (GPUDirect P2P, CUDA 4.0, 2011), over PCIe or NVLink. This lab measures both, and keeps apart
+# the PCIe peer DMA a NIC does from NVLink copies, which never touch BAR1.
 #
 # **Learning goals**
 #
@@ -82,6 +83,42 @@ else:
 # %% [markdown] id="02-copy-panel-note"
 # All four copies side by side (live where a GPU is, otherwise recorded on the H200), bandwidth
 # and then latency:
+
+# %% [markdown] id="02-predict-copy"
+# ### Exercise 0 (1 point): predict before you look
+#
+# Before the next cell draws the recorded H200 copies, commit two predictions for a **pinned**
+# host-to-device copy on the H200 (PCIe Gen5 x16, 63 GB/s per direction on paper):
+# `predicted_8b_us`, the time of an 8-byte copy in µs, and `predicted_256mib_gbps`, the bandwidth
+# of a 256 MiB copy in GB/s. Graded: within a **factor of 3** of the recording for the 8-byte time
+# and a **factor of 1.5** for the bandwidth. Your reason goes in the hand-graded cell below.
+
+# %% id="ex0-predict" nbgrader={"grade": false, "grade_id": "ex0-predict", "locked": false, "schema_version": 3, "solution": true}
+predicted_8b_us = None
+predicted_256mib_gbps = None
+### BEGIN SOLUTION
+predicted_8b_us = 8.0          # a launch and a completion, not bytes: several microseconds
+predicted_256mib_gbps = 50.0   # most of the link's 63 GB/s, less protocol overhead
+### END SOLUTION
+
+# %% id="ex0-predict-tests" nbgrader={"grade": true, "grade_id": "ex0-predict-tests", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+assert predicted_8b_us and predicted_256mib_gbps, "commit both predictions"
+### BEGIN HIDDEN TESTS
+_h = grading.dataset("h200-copy-h2d-pinned")
+_t8 = float(_h.loc[_h["size"] == 8, "lat_p50_us"].iloc[0])
+_bw = float(_h.loc[_h["size"] == 256 << 20, "bw_gbps"].iloc[0])
+grading.check_true(_t8 / 3 <= float(predicted_8b_us) <= _t8 * 3,
+                   f"predicted_8b_us = {predicted_8b_us}: not within a factor 3 of the recording")
+grading.check_true(_bw / 1.5 <= float(predicted_256mib_gbps) <= _bw * 1.5,
+                   f"predicted_256mib_gbps = {predicted_256mib_gbps}: not within a factor 1.5 of the recording")
+### END HIDDEN TESTS
+
+# %% [markdown] id="explain-prediction-copy" nbgrader={"grade": true, "grade_id": "explain-prediction-copy", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# Why those two numbers, and what surprised you in the plots?
+#
+# An 8-byte copy moves almost nothing: its time is the launch, the DMA setup and the completion
+# the host waits for, several microseconds. A 256 MiB copy is long enough for the fixed cost to
+# vanish and runs near the link's rate, less PCIe packet overhead: about 50 GB/s of 63.
 
 # %% id="02-copy-data"
 copies = {f"{d} {m}": lab02.copy_data(d, m) for d in lab02.DIRECTIONS for m in lab02.MEMORIES}
@@ -200,9 +237,28 @@ plot_sweep({"host memcpy": mine}, y="lat_p50_us", title="host to host copy by th
 # ## 2. GPU to GPU: peer access on and off
 #
 # Two GPUs on one machine can copy to each other in two ways. With **peer access on**
-# (`cudaDeviceEnablePeerAccess`), one GPU's copy engine writes straight into the other's memory
-# over NVLink or PCIe: P2P DMA, the same mechanism an RDMA adapter uses with GPUDirect RDMA. With
-# it **off**, the driver copies into host memory and out again.
+# (`cudaDeviceEnablePeerAccess`), one GPU's copy engine writes straight into the other's memory.
+# With it **off**, the driver copies into host memory and out again.
+#
+# *Over which link* matters. Over **PCIe**, a peer copy is PCIe peer-to-peer DMA: one device's
+# writes target the other's BAR window, through a PCIe switch or the root complex. That is the
+# transaction a NIC issues for GPUDirect RDMA. Over **NVLink** (the recorded 2x H200 machine, whose
+# GPUs are `NV18`), the copy never touches PCIe or a BAR1 window: NVLink figures say nothing about
+# what a NIC can do. The recorded H200 is also a KVM guest (a flat virtual PCIe tree), so it could
+# not show a PCIe peer path even if it had one.
+#
+# What PCIe P2P does give, from published measurements on PCIe-only machines:
+#
+# | what | figure | machine | source |
+# |---|---|---|---|
+# | NIC reading GPU memory (PCIe peer read) | about 800 MB/s | Sandy Bridge | NVIDIA blog "Benchmarking GPUDirect RDMA on Modern Server Platforms" (2014) |
+# | adapter writing to a GPU on the other socket | 250 MB/s | Ivy Bridge era | same |
+# | `ib_write_bw --use_cuda`, GPU and NIC on different sockets (`SYS`) | about 11 GB/s, against 23 GB/s from host memory | A30, 200 Gb/s ConnectX (mlx5) | perftest issue #241 |
+#
+# Peer reads are the weak side: a PCIe read is a non-posted request that waits for a completion,
+# and root complexes served peer reads slowly, while writes are posted and stream. ACS or an
+# IOMMU can also force peer traffic up to the root complex (or block it), which is why HPC nodes
+# often disable ACS on the switches between GPUs and NICs.
 
 # %% id="02-diagram-2"
 diagram("p2p")
@@ -220,8 +276,12 @@ if p2p.data is not None:
 
 # %% [markdown] id="02-p2p-data-note"
 # The model's P2P parameters on sliders (profile `hopper-ndr`, whose P2P figures come from the 2x
-# H200 machine). Move `p2p_gbps` down to about 24 GB/s, the seed article's P2P figure for PCIe
-# Gen3-era GPUs, and see how much of the gap to staging through host memory is left.
+# H200 machine, over NVLink). The seed article gives "about 24 GB/s" for P2P between its K20s.
+# That cannot be: a K20 is a PCIe **Gen2** x16 card, 8 GB/s per direction on paper (5 GT/s × 16
+# lanes × 8/10 encoding), about 6 GB/s in practice; even PCIe 3.0 x16 carries 15.75 GB/s per
+# direction (8 GT/s × 16 × 128/130). Only both directions of a faster link, or NVLink, reach 24.
+# Move `p2p_gbps` down to a PCIe figure (about 6 for Gen2, 12-13 for Gen3) and see how much of the
+# gap to staging through host memory is left.
 
 # %% id="02-p2p-explorer"
 explorer = lab02.p2p_explorer("8:256M", y="bw_gbps")
@@ -234,7 +294,10 @@ explorer
 # `peer_access`, `size`, `lat_p50_us`, `bw_gbps`), set
 #
 # * `p2p_bw_gain` to the bandwidth with peer access on divided by off, at 256 MiB;
-# * `p2p_lat_gain` to the latency with peer access off divided by on, at 8 bytes.
+# * `p2p_lat_gain` to the latency with peer access off divided by on, at 8 bytes;
+# * `k20_p2p_bound_gbps`: the most a peer copy between two K20s (PCIe **Gen2** x16: 5 GT/s per
+#   lane, 8b/10b encoding) could carry in one direction, in GB/s, before packet overheads, worked
+#   out from those link figures. Compare it with the seed's "about 24 GB/s".
 
 # %% id="ex3-p2p" nbgrader={"grade": false, "grade_id": "ex3-p2p", "locked": false, "schema_version": 3, "solution": true}
 h200x2 = grading.dataset("h200x2-p2p-curriculum")
@@ -242,8 +305,10 @@ h200x2 = grading.dataset("h200x2-p2p-curriculum")
 at = h200x2.set_index(["peer_access", "size"])
 p2p_bw_gain = at.loc[(True, 256 << 20), "bw_gbps"] / at.loc[(False, 256 << 20), "bw_gbps"]
 p2p_lat_gain = at.loc[(False, 8), "lat_p50_us"] / at.loc[(True, 8), "lat_p50_us"]
+k20_p2p_bound_gbps = 5e9 * 16 * 8 / 10 / 8 / 1e9   # transfers/s x lanes x payload bits / bits per byte
 ### END SOLUTION
 print(f"peer access: {p2p_bw_gain:.1f}x the bandwidth at 256 MiB, {p2p_lat_gain:.1f}x lower latency at 8 B")
+print(f"a K20 pair over PCIe Gen2 x16: at most {k20_p2p_bound_gbps:.1f} GB/s per direction")
 
 # %% id="test-ex3-p2p" nbgrader={"grade": true, "grade_id": "test-ex3-p2p", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 grading.check_between(p2p_bw_gain, 1.0, 100.0, name="p2p_bw_gain", hint="on divided by off")
@@ -252,6 +317,8 @@ grading.check_between(p2p_lat_gain, 1.0, 100.0, name="p2p_lat_gain", hint="off d
 # 393 vs 38.2 GB/s at 256 MiB; 18.7 vs 4.7 us at 8 B (2x H200, NVLink).
 grading.check_close(p2p_bw_gain, 393 / 38.2, rel=0.01, name="p2p_bw_gain")
 grading.check_close(p2p_lat_gain, 18.7 / 4.7, rel=0.01, name="p2p_lat_gain")
+grading.check_close(k20_p2p_bound_gbps, 8.0, rel=0.02, name="k20_p2p_bound_gbps", unit="GB/s",
+                    hint="5e9 transfers/s x 16 lanes x 8/10 payload, in bytes")
 ### END HIDDEN TESTS
 
 # %% [markdown] id="02-written-question"
@@ -281,9 +348,11 @@ grading.check_close(p2p_lat_gain, 18.7 / 4.7, rel=0.01, name="p2p_lat_gain")
 #   RDMA adapters need the same thing the copy engine needs, memory that stays put: lab 03's
 #   registration.
 # * Between two H200s, peer access turned a trip through host memory into one DMA over NVLink:
-#   about 10x the bandwidth at 256 MiB and 4x lower latency at 8 B. That is P2P DMA, the second
-#   part of GPUDirect RDMA; in lab 03 the device doing the DMA is the RDMA adapter and the target
-#   is GPU memory it has registered.
+#   about 10x the bandwidth at 256 MiB and 4x lower latency at 8 B. That is NVLink P2P, which
+#   never touches a BAR1 window. The second part of GPUDirect RDMA is *PCIe* P2P DMA, a NIC
+#   writing to or reading from the GPU's BAR1; the published PCIe figures above (hundreds of MB/s
+#   to 11 GB/s, with reads the weak side) are what a NIC gets, and lab 05 shows why placement
+#   decides which end of that range you see.
 
 # %% [markdown] id="02-on-your-cluster"
 # ## On your cluster
