@@ -88,11 +88,12 @@ def _check_movable(code: int, ordinal: int) -> None:
 def _recorded_gpu(array: Any) -> int | None:
     """The GPU the array object itself names: torch's ``device.index`` for ``device.type ==
     "cuda"``, CuPy's ``device.id``; None when it names none."""
-    dev = getattr(array, "device", None)
-    if getattr(dev, "type", None) == "cuda" and isinstance(getattr(dev, "index", None), int):
-        return int(dev.index)
-    if type(dev).__module__.startswith("cupy") and isinstance(getattr(dev, "id", None), int):
-        return int(dev.id)
+    dev: Any = getattr(array, "device", None)
+    index, ident = getattr(dev, "index", None), getattr(dev, "id", None)
+    if getattr(dev, "type", None) == "cuda" and isinstance(index, int):
+        return index
+    if type(dev).__module__.startswith("cupy") and isinstance(ident, int):
+        return ident
     return None
 
 
@@ -149,7 +150,7 @@ class Buffer:
         self._keepalive = _keepalive
 
     @classmethod
-    def from_array(cls, array: Any, *, pin: bool = False, device: int | None = None) -> "Buffer":
+    def from_array(cls, array: Any, *, pin: bool = False, device: int | None = None) -> Buffer:
         """Wrap an array's memory without copying.
 
         Parameters
