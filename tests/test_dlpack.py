@@ -3,6 +3,9 @@
 Device type codes are DLPack's (dlpack.h): kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLROCM = 10.
 """
 import gc
+import re
+import shutil
+import subprocess
 import weakref
 from types import SimpleNamespace
 
@@ -12,6 +15,7 @@ import pytest
 from gdrlab import engine
 from gdrlab.errors import InvalidArgument, Unavailable
 from gdrlab.transfer import buffers
+from test_native_cuda import FAKE_SRC, _required_symbols, run_with_fake_cuda
 
 KDLCPU, KDLCUDA, KDLCUDAHOST, KDLROCM = 1, 2, 3, 10
 
@@ -188,6 +192,67 @@ def test_pin_of_a_device_array_is_refused(fake_engine):
     with pytest.raises(InvalidArgument, match="pin=True page-locks host memory"):
         engine.Buffer.from_array(Stub(dl_device=(KDLCUDA, 0), cai=cai_of(0x7F0000000000, 64)), pin=True)
     assert fake_engine == []
+
+
+# --------------------------------------------------------------------------- the engine's own check
+# A stand-in libcuda whose pointer attributes call any address device memory on GPU
+# $FAKE_ORDINAL (cuda.h: CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2, _DEVICE_ORDINAL = 9).
+POINTER_ATTRIBUTES_C = r"""
+#include <stdlib.h>
+int cuPointerGetAttribute(void* out, int attr, unsigned long long ptr) {
+  (void)ptr;
+  if (attr == 2) { *(unsigned*)out = 2; return 0; }
+  if (attr == 9) { *(int*)out = atoi(getenv("FAKE_ORDINAL")); return 0; }
+  return 1;
+}
+"""
+
+WRAP_SCRIPT = """
+    import json
+    import numpy as np
+    from gdrlab import _native, engine, errors
+    host = np.zeros(64, np.uint8)  # the stand-in's "GPU memory" is host memory
+    cai = {"shape": (64,), "typestr": "|u1", "data": (host.ctypes.data, False), "version": 3}
+    stub = type("Stub", (), {"__cuda_array_interface__": cai})()
+    def attempt(fn):
+        try:
+            return {"device": fn().device}
+        except errors.GdrlabError as e:
+            return {"raised": type(e).__name__, "message": str(e)}
+    print(json.dumps({"ordinal": _native.pointer_device(host.ctypes.data),
+                      "native": attempt(lambda: _native.Buffer.wrap("device", host.ctypes.data, 64, 0, False)),
+                      "python": attempt(lambda: engine.Buffer.from_array(stub, device=0))}))
+"""
+
+
+@pytest.fixture(scope="module")
+def pointer_fake(tmp_path_factory):
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        pytest.skip("no C compiler (cc) to build the stand-in libcuda")
+    d = tmp_path_factory.mktemp("fake_pointer_cuda")
+    (d / "pointer.c").write_text(POINTER_ATTRIBUTES_C)
+    have = {"cuPointerGetAttribute"} | set(__import__("re").findall(r"^int (\w+)\(", FAKE_SRC.read_text(), 8))
+    (d / "rest.c").write_text("".join(f"int {s}(void) {{ return 0; }}\n" for s in _required_symbols()
+                                      if s not in have))
+    r = subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wl,-soname,libcuda.so.1", str(FAKE_SRC), str(d / "pointer.c"),
+                        str(d / "rest.c"), "-o", str(d / "libcuda.so.1")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return d
+
+
+def test_engine_refuses_a_device_pointer_on_another_gpu(pointer_fake):
+    out = run_with_fake_cuda(pointer_fake, WRAP_SCRIPT, FAKE_ORDINAL="1")
+    assert out["ordinal"] == 1
+    assert out["native"] == {"raised": "InvalidArgument",
+                             "message": "memory at this address is on GPU 1 but the buffer was asked for GPU 0"}
+    assert out["python"] == {"raised": "InvalidArgument",
+                             "message": "array is on cuda:1 but the buffer was asked for GPU 0"}
+
+
+def test_engine_accepts_a_device_pointer_on_the_gpu_asked_for(pointer_fake):
+    out = run_with_fake_cuda(pointer_fake, WRAP_SCRIPT, FAKE_ORDINAL="0")
+    assert out == {"ordinal": 0, "native": {"device": 0}, "python": {"device": 0}}
 
 
 # --------------------------------------------------------------------------- on a GPU
