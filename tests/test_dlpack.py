@@ -255,6 +255,20 @@ def test_engine_accepts_a_device_pointer_on_the_gpu_asked_for(pointer_fake):
     assert out == {"ordinal": 0, "native": {"device": 0}, "python": {"device": 0}}
 
 
+def test_pinned_buffer_is_kdlcudahost_and_numpy_shares_it(pointer_fake):
+    out = run_with_fake_cuda(pointer_fake, """
+        import json
+        import numpy as np
+        from gdrlab import engine
+        b = engine.Buffer(64, "pinned")
+        v = np.from_dlpack(b)
+        b.fill_pattern(3)
+        print(json.dumps({"dl": b.__dlpack_device__(), "same": v.ctypes.data == b.address,
+                          "seen": bytes(v) == engine.native().pattern_bytes(3, 64)}))
+    """, FAKE_ORDINAL="0")
+    assert out == {"dl": [KDLCUDAHOST, 0], "same": True, "seen": True}
+
+
 # --------------------------------------------------------------------------- on a GPU
 @pytest.mark.gpu
 def test_device_buffer_mismatch_is_caught_by_the_driver(gpu):
