@@ -27,6 +27,7 @@ using gdrlab_bind::vec_bytes;
 using namespace nb::literals;
 
 void bind_verbs(nb::module_& m);  // bind/verbs.cc
+void bind_dlpack(nb::module_& m);  // bind/dlpack.cc
 using namespace gdrlab;
 
 namespace {
@@ -244,6 +245,7 @@ NB_MODULE(_native, m) {
   bind_vocabulary(m);
 
   bind_memory(m);
+  bind_dlpack(m);
   bind_sessions(m);
   bind_gpu(m);
   bind_wire_internals(m);

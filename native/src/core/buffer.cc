@@ -21,7 +21,27 @@ inline uint64_t splitmix(uint64_t x) {
 
 // Device memory is filled and checked through a host scratch buffer, one slice at a time.
 constexpr size_t kSlice = 8u << 20;
+
+// cuda.h's CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL (CUDA 9.2+) and CUDA_ERROR_INVALID_CONTEXT.
+constexpr int kPointerAttributeDeviceOrdinal = 9;
+constexpr CUresult kErrorInvalidContext = 201;
 }  // namespace
+
+int pointer_device(uintptr_t address) {
+  const CudaApi& api = cuda();
+  int ordinal = -1;
+  CUresult r = api.cuPointerGetAttribute(&ordinal, kPointerAttributeDeviceOrdinal, address);
+  if (r == kErrorInvalidContext) {
+    // The thread has no current context yet: any primary context answers for every GPU's
+    // memory (unified addressing). Only then is one made current, so a caller's own is kept.
+    cuda_use(0);
+    r = api.cuPointerGetAttribute(&ordinal, kPointerAttributeDeviceOrdinal, address);
+  }
+  if (r != CUDA_SUCCESS) return -1;
+  unsigned int mtype = 0;
+  r = api.cuPointerGetAttribute(&mtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address);
+  return r == CUDA_SUCCESS && mtype == CU_MEMORYTYPE_DEVICE ? ordinal : -1;
+}
 
 const char* mem_kind_name(MemKind kind) {
   static const char* const kNames[] = {"pageable", "pinned", "device"};
@@ -132,6 +152,14 @@ std::unique_ptr<Buffer> Buffer::wrap(MemKind kind, uintptr_t address, size_t siz
   b->device_ = device;
   b->addr_ = address;
   b->owns_ = false;
+  if (kind == MemKind::Device) {
+    // The ordinal comes from the driver, never from the caller's say-so: memory on GPU 1
+    // recorded as GPU 0 would be copied with the wrong context.
+    const int actual = pointer_device(address);
+    if (actual >= 0 && actual != device)
+      throw_invalid("memory at this address is on GPU " + std::to_string(actual) +
+                    " but the buffer was asked for GPU " + std::to_string(device));
+  }
   if (kind == MemKind::Device || (kind == MemKind::Pinned && !register_host)) {
     // Ask the driver what the memory is, so a host array handed in as "device" is refused here
     // rather than faulting inside a copy.

@@ -56,6 +56,10 @@ class Buffer {
 void pattern_fill_host(uint8_t* dst, size_t len, uint64_t seed);
 int64_t pattern_check_host(const uint8_t* src, size_t len, uint64_t seed);
 
+// The GPU ordinal of device memory at `address` (cuPointerGetAttribute), or -1 when CUDA does
+// not know the address as device memory. Throws Unavailable without a usable CUDA driver.
+int pointer_device(uintptr_t address);
+
 // Bytes currently held in pinned / device allocations made by Buffer (leak checks).
 size_t live_pinned_bytes();
 size_t live_device_bytes();
