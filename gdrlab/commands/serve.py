@@ -11,6 +11,7 @@ import json
 import os
 import secrets
 import signal
+import threading
 import sys
 
 from ..errors import InvalidArgument
@@ -251,11 +252,30 @@ def _serve(server, once: bool) -> int:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, _terminate)
+    # Accepting runs on its own thread (the engine releases the GIL): a stalled stderr never
+    # stops the server from taking clients; log lines wait in the engine's bounded queue.
+    stop = threading.Event()
+    failed: list[BaseException] = []
+
+    def accept() -> None:
+        try:
+            while not stop.is_set():
+                server.serve_for(250)
+        except Exception as exc:  # noqa: BLE001 - re-raised on the main thread, one clear line
+            failed.append(exc)
+
+    acceptor = threading.Thread(target=accept, name="gdrlab-serve-accept", daemon=True)
+    acceptor.start()
     try:
-        while True:
-            server.serve_for(250)  # sessions run on the engine's threads; wake so Ctrl-C works
+        while acceptor.is_alive():
+            acceptor.join(0.25)
             for line in server.take_log():  # already escaped and capped by the engine
                 print(f"gdrlab serve: {line}", file=sys.stderr, flush=True)
     finally:
+        stop.set()
+        acceptor.join()
         for line in server.take_log():
             print(f"gdrlab serve: {line}", file=sys.stderr, flush=True)
+    if failed:
+        raise failed[0]
+    return 1

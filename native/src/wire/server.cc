@@ -18,6 +18,13 @@ constexpr int kFailureMemoryMs = 60000;   // an address's failures are forgotten
 constexpr int kFirstDelayMs = 50;         // the first refused token waits this long; doubles after
 constexpr int kMaxDelayMs = 3000;         // ... up to this: slow enough against guessing, never a ban
 constexpr size_t kMaxAddrs = 4096;
+constexpr int kMaxRefusalLines = 20;      // refusal log lines per interval, all addresses together
+
+// "192.0.2.7:51234" -> "192.0.2.7" (also IPv6): refusals are counted per host, not per connection.
+std::string host_of(const std::string& addr) {
+  size_t colon = addr.rfind(':');
+  return colon == std::string::npos ? addr : addr.substr(0, colon);
+}
 
 std::string describe_host() {
   std::string why;
@@ -105,15 +112,20 @@ int Server::failure_delay(const std::string& addr) {
   return std::min(kMaxDelayMs, kFirstDelayMs << std::min(st.failures - 1, 8));
 }
 
-// Whether to log a refused connection from addr now: one line per interval and address, with the
-// number left out since in *suppressed.
+// Whether to log a refused connection from addr now: one line per interval and address, and at
+// most kMaxRefusalLines a interval from all addresses together; *suppressed: lines left out since.
 bool Server::log_allowed(const std::string& addr, uint64_t* suppressed) {
   std::lock_guard<std::mutex> lock(mu_);
   AddrState& st = addr_state(addr);
-  if (st.logged && ms_since(st.last_log) < limits_.log_interval_ms) {
+  if (ms_since(refusal_window_) >= limits_.log_interval_ms) {
+    refusal_window_ = Clock::now();
+    refusal_lines_ = 0;
+  }
+  if ((st.logged && ms_since(st.last_log) < limits_.log_interval_ms) || refusal_lines_ >= kMaxRefusalLines) {
     ++st.suppressed;
     return false;
   }
+  ++refusal_lines_;
   st.logged = true;
   st.last_log = Clock::now();
   *suppressed = st.suppressed;
@@ -121,7 +133,8 @@ bool Server::log_allowed(const std::string& addr, uint64_t* suppressed) {
   return true;
 }
 
-Server::AddrState& Server::addr_state(const std::string& addr) {  // mu_ held
+Server::AddrState& Server::addr_state(const std::string& peer) {  // mu_ held
+  const std::string addr = host_of(peer);
   if (addrs_.size() >= kMaxAddrs && !addrs_.count(addr)) {
     for (auto it = addrs_.begin(); it != addrs_.end();)
       it = ms_since(it->second.last_failure) > kFailureMemoryMs ? addrs_.erase(it) : std::next(it);
@@ -162,7 +175,20 @@ void Server::serve_for(int ms) {
   for (;;) {
     int left = -ms_since(end);
     if (left <= 0) return;
-    std::unique_ptr<Socket> s = listener_.accept(left, timeout_ms_);
+    std::unique_ptr<Socket> s;
+    try {
+      s = listener_.accept(left, timeout_ms_);
+    } catch (const Error& e) {  // out of descriptors or memory: the listener itself is fine
+      bool say;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        say = ms_since(last_full_log_) >= limits_.log_interval_ms;
+        if (say) last_full_log_ = Clock::now();
+      }
+      if (say) log(std::string("accept failed, retrying: ") + escape_text(e.what()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
     if (!s) return;
     std::unique_lock<std::mutex> lock(mu_);
     ++served_;
@@ -225,7 +251,7 @@ void Server::run_connection(std::unique_ptr<Socket> s) {
     if (authed && !outcome.empty()) {
       log("client " + addr + ": ended with " + escape_text(outcome, 300));
     } else if (!authed && log_allowed(addr, &left_out)) {
-      std::string more = left_out ? " (" + std::to_string(left_out) + " more refused from this address since the last line)" : "";
+      std::string more = left_out ? " (" + std::to_string(left_out) + " more refused since the last line)" : "";
       log("client " + addr + ": refused before authentication: " + escape_text(outcome, 200) + more);
     }
     {

@@ -200,6 +200,8 @@ class Server {
     uint64_t suppressed = 0;
   };
   std::map<std::string, AddrState> addrs_;
+  std::chrono::steady_clock::time_point refusal_window_{};
+  int refusal_lines_ = 0;
   std::deque<std::string> log_;
   uint64_t log_dropped_ = 0;
   std::chrono::steady_clock::time_point last_full_log_{};
