@@ -266,7 +266,7 @@ void Server::run_connection(std::unique_ptr<Socket> s) {
 
 // ------------------------------------------------------------------------------ one connection
 void Server::handle(TcpWire& wire, const std::string& addr, bool counted, bool* authed) {
-  authenticate(wire, addr);
+  authenticate(wire, addr, counted);
   if (counted) {
     std::unique_lock<std::mutex> lock(mu_);
     --handshakes_;
@@ -298,7 +298,7 @@ void Server::handle(TcpWire& wire, const std::string& addr, bool counted, bool* 
   if (counted) log("client " + addr + ": done");
 }
 
-void Server::authenticate(TcpWire& wire, const std::string& addr) {
+void Server::authenticate(TcpWire& wire, const std::string& addr, bool throttle) {
   // A short deadline for the whole HELLO, however the peer trickles it: an unauthenticated
   // connection holds a thread and a socket for at most this long.
   wire.socket().set_deadline_ms(std::min(timeout_ms_, limits_.handshake_ms));
@@ -306,9 +306,10 @@ void Server::authenticate(TcpWire& wire, const std::string& addr) {
   Hello h = decode_hello(body.data(), body.size());
   if (h.version != kWireVersion || !tokens_equal(h.token, token_)) {
     std::string why = h.version != kWireVersion ? "wire version mismatch" : "wrong or missing token";
-    if (h.version == kWireVersion) {
+    if (throttle && h.version == kWireVersion) {
       // Slow down guessing from this address (a growing delay on this connection, never a ban:
-      // a classroom behind one NAT shares an address).
+      // a classroom behind one NAT shares an address). serve_one's single client gets no delay:
+      // it ends the serving after one attempt anyway.
       int delay = failure_delay(addr);
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, std::chrono::milliseconds(delay), [&] { return stopping_; });

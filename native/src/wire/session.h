@@ -170,7 +170,7 @@ class Server {
  private:
   struct AddrState;
   void handle(TcpWire& wire, const std::string& addr, bool counted, bool* authed);
-  void authenticate(TcpWire& wire, const std::string& addr);
+  void authenticate(TcpWire& wire, const std::string& addr, bool throttle);
   void session_loop(TcpWire& wire, const std::string& addr);
   void run_connection(std::unique_ptr<Socket> s);
   void log(const std::string& line);
