@@ -217,6 +217,20 @@ def test_three_thousand_hostile_connections_write_little_escaped_log(serve_facto
     assert refusals and all("client 127.0.0.1:" in ln for ln in refusals)
 
 
+def test_before_authentication_only_a_few_kib_are_read(serve_factory):
+    """A 60 KiB ERROR frame (a legal control frame after authentication) is refused from its
+    header before authentication: its body is never read or allocated."""
+    sp = serve_factory(timeout_s=5)
+    with socket.create_connection(("127.0.0.1", sp.port), timeout=5) as s:
+        s.sendall(struct.pack("<IHHII", MAGIC, VERSION, ERROR, 0, 60 * 1024))  # the header only
+        s.settimeout(5)
+        head = s.recv(16, socket.MSG_WAITALL)
+        ftype, length = struct.unpack("<IHHII", head)[2], struct.unpack("<IHHII", head)[4]
+        body = s.recv(length, socket.MSG_WAITALL)
+    assert ftype == ERROR and b"before authentication (at most 4096)" in body
+    assert sp.alive() and _served_once(sp.port, sp.token)
+
+
 def test_token_guessing_is_slowed_but_never_banned(serve_factory):
     sp = serve_factory(timeout_s=10)
     took = []

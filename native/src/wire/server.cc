@@ -18,7 +18,8 @@ constexpr int kFailureMemoryMs = 60000;   // an address's failures are forgotten
 constexpr int kFirstDelayMs = 50;         // the first refused token waits this long; doubles after
 constexpr int kMaxDelayMs = 3000;         // ... up to this: slow enough against guessing, never a ban
 constexpr size_t kMaxAddrs = 4096;
-constexpr int kMaxRefusalLines = 20;      // refusal log lines per interval, all addresses together
+constexpr int kMaxRefusalLines = 20;
+constexpr uint32_t kMaxPreAuthBytes = 4096;  // a HELLO or ERROR frame read before authentication      // refusal log lines per interval, all addresses together
 
 // "192.0.2.7:51234" -> "192.0.2.7" (also IPv6): refusals are counted per host, not per connection.
 std::string host_of(const std::string& addr) {
@@ -302,7 +303,19 @@ void Server::authenticate(TcpWire& wire, const std::string& addr, bool throttle)
   // A short deadline for the whole HELLO, however the peer trickles it: an unauthenticated
   // connection holds a thread and a socket for at most this long.
   wire.socket().set_deadline_ms(std::min(timeout_ms_, limits_.handshake_ms));
-  std::vector<uint8_t> body = wire.expect(FrameType::Hello);  // at most max_payload(Hello) bytes
+  // Before authentication only a HELLO or an ERROR is read, each of a few KiB at most: no
+  // unauthenticated peer makes this server allocate more (512 handshakes x 4 KiB).
+  FrameHeader hdr = wire.recv_header();
+  const bool hello = hdr.type == static_cast<uint16_t>(FrameType::Hello);
+  if (!hello && hdr.type != static_cast<uint16_t>(FrameType::Error))
+    throw_protocol(std::string("expected HELLO, got ") + frame_type_name(hdr.type));
+  const uint32_t cap = kMaxPreAuthBytes;  // decode_hello then bounds the token itself
+  if (hdr.length > cap)
+    throw_protocol(std::string("a ") + frame_type_name(hdr.type) + " frame of " + std::to_string(hdr.length) +
+                   " bytes before authentication (at most " + std::to_string(cap) + ")");
+  std::vector<uint8_t> body(hdr.length);
+  if (hdr.length) wire.recv_raw(body.data(), hdr.length);
+  if (!hello) throw decode_error(body.data(), body.size(), "handshake");
   Hello h = decode_hello(body.data(), body.size());
   if (h.version != kWireVersion || !tokens_equal(h.token, token_)) {
     std::string why = h.version != kWireVersion ? "wire version mismatch" : "wrong or missing token";
