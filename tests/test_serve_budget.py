@@ -142,6 +142,6 @@ def test_server_device_serves_gpu_tests(served, gpu):
         assert c.run("staged", 64 * 1024, iters=1, warmup=0, device=0)[2]
     bad = served(device=1000)
     with bad.connect() as c:
-        with pytest.raises(Exception):
-            c.run("staged", 64 * 1024, iters=1, warmup=0)
+        with pytest.raises(Unavailable, match="GPU 1000 does not exist"):
+            c.run("staged", 64 * 1024, iters=1, warmup=0, device=0)
         assert c.run("host", 64, iters=1, warmup=0)[2]  # and still serves host tests
