@@ -102,7 +102,7 @@ def test_near_miss_tokens_are_refused(native_server, variant):
 def test_handshake_compares_tokens_with_tokens_equal():
     """The constant-time comparison is what the server uses (a plain == would stop at the first
     differing byte); and tokens_equal itself looks at every byte of the longer string."""
-    src = (NATIVE / "src" / "wire" / "session.cc").read_text()
+    src = "".join((NATIVE / "src" / "wire" / f).read_text() for f in ("session.cc", "server.cc"))
     assert re.search(r"tokens_equal\(\s*h\.token\s*,\s*token_\s*\)", src)
     assert not re.search(r"token_\s*[!=]=|[!=]=\s*token_|\.token\s*[!=]=", src)
     body = src[src.index("bool tokens_equal"):]

@@ -197,11 +197,12 @@ def test_negative_device_is_one_line():
     _one_line(rc, lines, "--device must be a GPU ordinal (0 or more), got -5")
 
 
-def test_unenforced_limits_say_so():
-    proc, doc = _start(["--listen", "127.0.0.1:0", "--json", "--max-clients", "8", "--max-pinned", "1G"])
+def test_limits_and_interference_are_stated():
+    proc, doc = _start(["--listen", "127.0.0.1:0", "--json", "--max-clients", "8", "--max-pinned", "1G",
+                        "--max-gpu-mem", "512M"])
     _stop(proc)
-    assert any("--max-clients" in n and "not yet enforced" in n for n in doc["notes"])
-    assert any("--max-pinned" in n and "not yet enforced" in n for n in doc["notes"])
+    assert any("up to 8 clients" in n and "interfere" in n for n in doc["notes"])
+    assert any("host 1.0 GiB (--max-pinned)" in n and "GPU 0.5 GiB (--max-gpu-mem)" in n for n in doc["notes"])
 
 
 # --------------------------------------------------------------------------- D1/D3 (Python side)
@@ -226,4 +227,4 @@ def test_client_error_text_neither_ends_the_server_nor_reaches_the_log_raw(text)
         err = _stop(proc)
     assert "\x1b" not in err, err
     assert not any(line.startswith("forged log line") for line in err.splitlines()), err
-    assert "client ended with" in err
+    assert "refused before authentication" in err and "127.0.0.1" in err

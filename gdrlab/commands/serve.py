@@ -11,6 +11,8 @@ import ipaddress
 import json
 import os
 import secrets
+import signal
+import threading
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -23,13 +25,14 @@ if TYPE_CHECKING:
 MIN_TOKEN_CHARS = 16  # off loopback; 16 random hex digits are 64 bits, out of reach of online guessing
 MAX_TOKEN_BYTES = 256  # the engine's limit for the token in its HELLO frame
 DEFAULT_MAX_CLIENTS = 64
+HOST_BUDGET_CAP = GPU_BUDGET_CAP = 16 << 30
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "serve", help="serve bench clients (the remote side of `gdrlab bench --peer`)",
-        description="Accept `gdrlab bench --peer HOST:PORT` clients one at a time. Listens on 127.0.0.1 by "
-                    "default; any other address requires a token of at least 16 characters, from "
+        description="Serve `gdrlab bench --peer HOST:PORT` clients, many at once (--max-clients). Listens on "
+                    "127.0.0.1 by default; any other address requires a token of at least 16 characters, from "
                     "--token-file or $GDRLAB_TOKEN (--gen-token makes one).")
     p.add_argument("--listen", default="127.0.0.1:18515", metavar="HOST:PORT",
                    help="address to listen on (default 127.0.0.1:18515; IPv6 as [::]:PORT; port 0 picks a free port)")
@@ -41,12 +44,18 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     tok.add_argument("--token", default=None,
                      help="the shared secret on the command line: visible to every user in `ps`; "
                           "prefer --token-file or $GDRLAB_TOKEN")
-    p.add_argument("--device", type=int, default=0, metavar="N", help="GPU used for GPU paths (default 0)")
+    p.add_argument("--device", type=int, default=0, metavar="N",
+                   help="the GPU every GPU test of this server uses, whatever a client asks (default 0)")
     p.add_argument("--max-clients", type=_max_clients, default=DEFAULT_MAX_CLIENTS, metavar="N",
-                   help=f"clients served at once (default {DEFAULT_MAX_CLIENTS}; checked, not yet enforced: "
-                        "this server serves one client at a time)")
+                   help=f"authenticated clients served at once; more are told 'server busy' (default {DEFAULT_MAX_CLIENTS})")
     p.add_argument("--max-pinned", type=_size, default=None, metavar="BYTES",
-                   help="pinned host memory budget, e.g. 16G (checked, not yet enforced)")
+                   help="host memory budget for all sessions' buffers (pinned and pageable), e.g. 16G "
+                        "(default: 25%% of MemTotal, at most 16 GiB)")
+    p.add_argument("--max-gpu-mem", type=_size, default=None, metavar="BYTES",
+                   help="GPU memory budget for all sessions' buffers (default: 25%% of the device's memory, "
+                        "at most 16 GiB)")
+    p.add_argument("--idle-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="close an authenticated session idle this long between tests (default 60)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds any blocking call may wait (default 10)")
     p.add_argument("--once", action="store_true", help="serve one client, then exit")
     p.add_argument("--announce", action="store_true",
@@ -173,23 +182,32 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"--device must be a GPU ordinal (0 or more), got {args.device}")
     if not 0 < args.timeout <= 86400:  # also refuses NaN
         raise InvalidArgument(f"--timeout must be between 0 and 86400 seconds, got {args.timeout!r}")
+    if not 0 < args.idle_timeout <= 86400:
+        raise InvalidArgument(f"--idle-timeout must be between 0 and 86400 seconds, got {args.idle_timeout!r}")
     token, warnings, generated = resolve_token(args, host)
-    notes = []
-    if args.max_clients != DEFAULT_MAX_CLIENTS:
-        notes.append("--max-clients is checked but not yet enforced: this server serves one client at a time")
-    if args.max_pinned is not None:
-        notes.append("--max-pinned is checked but not yet enforced: no memory budget is applied yet")
-    server = native().Server(host, port, token, int(args.timeout * 1000))
+    max_host = args.max_pinned if args.max_pinned is not None else default_host_budget()
+    max_gpu = args.max_gpu_mem if args.max_gpu_mem is not None else default_gpu_budget(args.device)
+    notes = [f"up to {args.max_clients} clients at once; concurrent measurements share this host's "
+             "CPU, memory, network and GPU, so they interfere with each other: for clean figures, "
+             "measure one client at a time",
+             f"memory budget: host {max_host / 2**30:.1f} GiB (--max-pinned), "
+             f"GPU {max_gpu / 2**30:.1f} GiB (--max-gpu-mem); GPU tests use device {args.device} (--device)"]
+    server = native().Server(host, port, token, int(args.timeout * 1000), max_clients=args.max_clients,
+                             idle_ms=max(1, int(args.idle_timeout * 1000)), device=args.device,
+                             max_host_bytes=max_host, max_gpu_bytes=max_gpu)
     if args.announce or args.json:
         doc: dict = {"port": server.port, "host": host}
         if generated:
             doc["token"] = generated
-        if warnings or notes:
-            doc.update(warnings=warnings, notes=notes)
+        if warnings:
+            doc["warnings"] = warnings
+        doc["notes"] = notes
         print(json.dumps(doc), flush=True)
     if not args.json or sys.stderr.isatty():
-        for line in warnings + notes:
+        for line in warnings:
             print(f"gdrlab serve: warning: {line}", file=sys.stderr, flush=True)
+        for line in notes:
+            print(f"gdrlab serve: note: {line}", file=sys.stderr, flush=True)
     if not args.json:
         if generated and not args.announce:
             print(f"gdrlab serve: generated token (shown once; clients set GDRLAB_TOKEN to it): {generated}",
@@ -199,16 +217,70 @@ def run(args: argparse.Namespace) -> int:
     return _serve(server, args.once)
 
 
-def _serve(server: Server, once: bool) -> int:
-    while True:
-        try:
-            came, error = server.serve_one(500)  # wake twice a second so Ctrl-C works
-        except UnicodeDecodeError:
-            # the session is over; only the client's error text could not become a str
-            came, error = True, "an error whose text is not UTF-8"
-        if not came:
-            continue
-        if error:
-            print(f"gdrlab serve: client ended with {_printable(error, 300)}", file=sys.stderr, flush=True)
-        if once:
+def default_host_budget() -> int:
+    """min(25 % of MemTotal, 16 GiB); 16 GiB where /proc/meminfo cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return min(int(line.split()[1]) * 1024 // 4, HOST_BUDGET_CAP)
+    except (OSError, ValueError, IndexError):
+        pass
+    return HOST_BUDGET_CAP
+
+
+def default_gpu_budget(device: int) -> int:
+    """min(25 % of the device's memory, 16 GiB); 16 GiB where the driver cannot tell."""
+    from ..engine import native
+    try:
+        for g in native().gpu_infos():
+            if g["index"] == device and g["total_mem_bytes"]:
+                return min(int(g["total_mem_bytes"]) // 4, GPU_BUDGET_CAP)
+    except Exception:  # no driver, no GPU: the budget only matters where there is one
+        pass
+    return GPU_BUDGET_CAP
+
+
+def _serve(server, once: bool) -> int:
+    if once:  # one client in this thread, its outcome the exit status
+        while True:
+            try:
+                came, error = server.serve_one(500)  # wake twice a second so Ctrl-C works
+            except UnicodeDecodeError:
+                came, error = True, "an error whose text is not UTF-8"
+            if not came:
+                continue
+            if error:
+                print(f"gdrlab serve: client ended with {_printable(error, 300)}", file=sys.stderr, flush=True)
             return 1 if error else 0
+    def _terminate(signum, frame):  # flush the log below, then exit as killed by SIGTERM would
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _terminate)
+    # Accepting runs on its own thread (the engine releases the GIL): a stalled stderr never
+    # stops the server from taking clients; log lines wait in the engine's bounded queue.
+    stop = threading.Event()
+    failed: list[BaseException] = []
+
+    def accept() -> None:
+        try:
+            while not stop.is_set():
+                server.serve_for(250)
+        except Exception as exc:  # noqa: BLE001 - re-raised on the main thread, one clear line
+            failed.append(exc)
+
+    acceptor = threading.Thread(target=accept, name="gdrlab-serve-accept", daemon=True)
+    acceptor.start()
+    try:
+        while acceptor.is_alive():
+            acceptor.join(0.25)
+            for line in server.take_log():  # already escaped and capped by the engine
+                print(f"gdrlab serve: {line}", file=sys.stderr, flush=True)
+    finally:
+        stop.set()
+        acceptor.join()
+        for line in server.take_log():
+            print(f"gdrlab serve: {line}", file=sys.stderr, flush=True)
+    if failed:
+        raise failed[0]
+    return 1

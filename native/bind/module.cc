@@ -133,15 +133,28 @@ void bind_sessions(nb::module_& m) {
 
   // Every wire the engine carries is served: tcp tests (SETUP) and verbs tests (CONNECT).
   nb::class_<Server>(m, "Server")
-      .def(nb::new_([](const std::string& host, int port, const std::string& token, int timeout_ms) {
-             auto s = std::make_unique<Server>(host, port, token, timeout_ms);
+      .def(nb::new_([](const std::string& host, int port, const std::string& token, int timeout_ms,
+                       int max_clients, int idle_ms, int handshake_ms, int device, uint64_t max_host_bytes,
+                       uint64_t max_gpu_bytes, int log_interval_ms) {
+             ServerLimits lim;
+             lim.max_clients = max_clients;
+             lim.idle_ms = idle_ms;
+             lim.handshake_ms = handshake_ms;
+             lim.device = device;
+             lim.max_host_bytes = max_host_bytes;
+             lim.max_gpu_bytes = max_gpu_bytes;
+             lim.log_interval_ms = log_interval_ms;
+             auto s = std::make_unique<Server>(host, port, token, timeout_ms, lim);
              add_tcp_wire(*s);
              add_verbs_wire(*s);
              return s;
            }),
-           "host"_a, "port"_a, "token"_a, "timeout_ms"_a)
+           "host"_a, "port"_a, "token"_a, "timeout_ms"_a, "max_clients"_a = 64, "idle_ms"_a = 60000,
+           "handshake_ms"_a = 5000, "device"_a = 0, "max_host_bytes"_a = 0, "max_gpu_bytes"_a = 0,
+           "log_interval_ms"_a = 10000)
       .def_prop_ro("port", &Server::port)
       .def_prop_ro("clients_served", &Server::clients_served)
+      .def_prop_ro("active_sessions", &Server::active_sessions)
       .def("serve_one", [](Server& s, int accept_ms) {
             std::string err;
             bool came;
@@ -150,7 +163,12 @@ void bind_sessions(nb::module_& m) {
               came = s.serve_one(accept_ms, &err);
             }
             return std::make_pair(came, text_str(err));
-          }, "accept_ms"_a);
+          }, "accept_ms"_a)
+      .def("serve_for", [](Server& s, int ms) {
+            nb::gil_scoped_release release;
+            s.serve_for(ms);
+          }, "ms"_a)
+      .def("take_log", &Server::take_log);
 }
 
 // What the CUDA driver reports, and the copy-engine measurements.

@@ -81,7 +81,10 @@ void drain(int fd) {
 
 void server_case(const uint8_t* p, size_t n) {
   static Server* server = [] {  // lives for the whole run, serving both wires as `gdrlab serve` does
-    auto* s = new Server("127.0.0.1", 0, kToken, kTimeoutMs);
+    ServerLimits limits;  // a budget as `gdrlab serve` has one: refusals are fuzzed too, memory stays small
+    limits.max_host_bytes = 64u << 20;
+    limits.max_gpu_bytes = 64u << 20;
+    auto* s = new Server("127.0.0.1", 0, kToken, kTimeoutMs, limits);
     add_tcp_wire(*s);
     add_verbs_wire(*s);
     return s;

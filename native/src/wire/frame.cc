@@ -151,4 +151,27 @@ Hello decode_hello(const uint8_t* p, size_t n) {
   return h;
 }
 
+std::string escape_controls(const std::string& text, size_t max_bytes) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    // Cut only before a character's first byte, never inside a UTF-8 sequence.
+    if (out.size() >= max_bytes && (c & 0xC0) != 0x80) {
+      out += "... (" + std::to_string(text.size()) + " bytes)";
+      break;
+    }
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 }  // namespace gdrlab

@@ -54,6 +54,11 @@ FrameHeader decode_header(const uint8_t in[kHeaderBytes]);
 void validate_header(const FrameHeader& h, uint32_t expected_seq);
 uint32_t max_payload(uint16_t type);
 
+constexpr size_t kMaxPeerTextChars = 2000;
+// text with bytes below 0x20, 0x7f and backslash escaped (\xNN, \\); UTF-8 kept; cut at max_bytes
+// (on a character boundary) with the original length noted.
+std::string escape_controls(const std::string& text, size_t max_bytes);
+
 // A tiny TLV-free byte writer/reader for control bodies; the reader throws Error(Protocol) on a
 // short or over-long body instead of reading past the end.
 class BodyWriter {
@@ -76,8 +81,10 @@ class BodyReader {
   uint64_t u64();
   std::string str(size_t max_len);
   // A string from the peer meant for people (reasons, descriptions, error text): invalid UTF-8
-  // is replaced (U+FFFD), so no peer can make Python's str conversion fail.
-  std::string text(size_t max_len) { return utf8_or_replace(str(max_len)); }
+  // is replaced (U+FFFD), so no peer can make Python's str conversion fail; control characters
+  // (newlines, escape codes) are escaped and the text cut at kMaxPeerTextChars, so no peer can
+  // forge lines or drive the terminal that prints it.
+  std::string text(size_t max_len) { return escape_controls(utf8_or_replace(str(max_len)), kMaxPeerTextChars); }
   void done() const;  // throws if bytes are left over
 
  private:

@@ -2,33 +2,16 @@
 
 #include <algorithm>
 
-#include "core/cuda_api.h"
 #include "core/error.h"
 
 namespace gdrlab {
-namespace {
 
-constexpr int kIdleBetweenTestsMs = 300 * 1000;
-
-std::string describe_host() {
-  std::string why;
-  std::string d = "gdrlab wire v" + std::to_string(kWireVersion);
-  if (cuda_usable(&why)) {
-    try {
-      d += "; gpus=" + std::to_string(cuda_device_count());
-    } catch (const Error& e) {
-      d += std::string("; gpus=0 (") + e.what() + ")";
-    }
-  } else {
-    d += "; gpus=0 (" + why + ")";
-  }
-  return d;
-}
-
-void check_limits(const std::string& token, int timeout_ms) {
+void check_session_limits(const std::string& token, int timeout_ms) {
   if (timeout_ms <= 0) throw_invalid("timeout must be positive");
   if (token.size() > kMaxTokenBytes) throw_invalid("token longer than 256 bytes");
 }
+
+namespace {
 
 [[noreturn]] void throw_corrupted(const TestEndpoint& ep, const char* where, int64_t offset) {
   throw Error(ErrorKind::Verify, "gdrlab", "verify", 0,
@@ -91,7 +74,7 @@ bool tokens_equal(const std::string& a, const std::string& b) {
 
 // ------------------------------------------------------------------------------ client side
 ClientSession::ClientSession(const std::string& host, int port, const std::string& token, int timeout_ms) {
-  check_limits(token, timeout_ms);
+  check_session_limits(token, timeout_ms);
   wire_ = std::make_unique<TcpWire>(Socket::connect(host, port, timeout_ms));
   Hello h;
   h.token = token;
@@ -123,70 +106,6 @@ void ClientSession::close() {
   try {
     w->send_control(FrameType::Bye);
   } catch (...) {
-  }
-}
-
-// ------------------------------------------------------------------------------ server side
-Server::Server(const std::string& host, int port, const std::string& token, int timeout_ms)
-    : listener_(host, port), token_(token), timeout_ms_(timeout_ms) {
-  check_limits(token, timeout_ms);
-  if (!listener_.is_loopback() && token_.empty())
-    throw Error(ErrorKind::Auth, "gdrlab", "serve", 0,
-                "listening on " + host + " (not loopback) requires a token: pass --token or set GDRLAB_TOKEN");
-}
-
-void Server::add_wire(FrameType request, RequestHandler handler) {
-  handlers_.emplace_back(request, std::move(handler));
-}
-
-bool Server::serve_one(int accept_ms, std::string* error) {
-  std::unique_ptr<Socket> s = listener_.accept(accept_ms, timeout_ms_);
-  if (!s) return false;
-  ++served_;
-  TcpWire wire(std::move(s));
-  try {
-    handle(wire);
-  } catch (const Error& e) {
-    if (error) *error = std::string(error_class_name(e.kind)) + ": " + e.what();
-    // Tell the client why, when the connection still works (e.g. a failed SETUP).
-    if (e.kind != ErrorKind::PeerClosed && e.kind != ErrorKind::PeerTimeout) wire.send_error(e);
-  } catch (const std::exception& e) {
-    if (error) *error = utf8_or_replace(e.what());
-  }
-  return true;
-}
-
-void Server::handle(TcpWire& wire) {
-  wire.socket().set_deadline_ms(timeout_ms_);
-  std::vector<uint8_t> body = wire.expect(FrameType::Hello);
-  Hello h = decode_hello(body.data(), body.size());
-  if (h.version != kWireVersion || !tokens_equal(h.token, token_)) {
-    std::string why = h.version != kWireVersion ? "wire version mismatch" : "wrong or missing token";
-    BodyWriter w;
-    w.str(why);
-    wire.send_control(FrameType::Reject, w.bytes());
-    throw Error(ErrorKind::Auth, "gdrlab", "handshake", 0, "client refused: " + why);
-  }
-  BodyWriter w;
-  w.str(describe_host());
-  wire.send_control(FrameType::Welcome, w.bytes());
-  wire.socket().clear_deadline();
-  for (;;) {
-    // Between tests a client may sit idle (a notebook cell not yet run): wait longer for the next
-    // request than for a reply inside a test. Within a test the normal timeout applies again.
-    wire.socket().set_timeout(std::max(timeout_ms_, kIdleBetweenTestsMs));
-    FrameHeader hdr = wire.recv_header();
-    wire.socket().set_timeout(timeout_ms_);
-    // Check the type before allocating: a DATA header may claim up to 1 GiB.
-    if (hdr.type == static_cast<uint16_t>(FrameType::Data)) throw_protocol("unexpected DATA frame between tests");
-    std::vector<uint8_t> b(hdr.length);
-    if (hdr.length) wire.recv_raw(b.data(), hdr.length);
-    if (hdr.type == static_cast<uint16_t>(FrameType::Bye)) return;
-    auto it = std::find_if(handlers_.begin(), handlers_.end(),
-                           [&](const auto& entry) { return static_cast<uint16_t>(entry.first) == hdr.type; });
-    if (it == handlers_.end())
-      throw_protocol(std::string("expected SETUP or BYE, got ") + frame_type_name(hdr.type));
-    it->second(wire, b);
   }
 }
 

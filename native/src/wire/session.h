@@ -11,13 +11,20 @@
 //              client checks. A mismatch on either side raises Error(Verify) on the client.
 // End:       BYE.
 #pragma once
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <set>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/budget.h"
 #include "core/buffer.h"
 #include "core/timing.h"
 #include "wire/frame.h"
@@ -118,28 +125,95 @@ auto ClientSession::guarded(Fn&& fn) -> decltype(fn(std::declval<TcpWire&>())) {
 // Serves one request frame of a wire (tcp: SETUP, verbs: CONNECT) on the control connection.
 using RequestHandler = std::function<void(TcpWire& control, const std::vector<uint8_t>& body)>;
 
+// What a server allows; ServerLimits{} is what `gdrlab serve` uses without flags, except the
+// memory budget (0: none), whose default the command line computes from the machine.
+struct ServerLimits {
+  int max_clients = 64;             // authenticated sessions at once; more get "server busy"
+  int max_handshakes = 512;         // connections not yet authenticated; more are closed at once
+  int handshake_ms = 5000;          // HELLO must arrive complete within this
+  int idle_ms = 60 * 1000;          // an authenticated session idle this long between tests is closed
+  int device = 0;                   // the GPU every GPU test of this server uses, whatever a client asks
+  uint64_t max_host_bytes = 0;      // --max-pinned
+  uint64_t max_gpu_bytes = 0;       // --max-gpu-mem
+  int log_interval_ms = 10 * 1000;  // repeated refusals from one address: one log line per interval
+};
+
 class Server {
  public:
   // A non-loopback address without a token is refused: anyone could otherwise use this host's
   // GPU memory and bandwidth.
-  Server(const std::string& host, int port, const std::string& token, int timeout_ms);
+  Server(const std::string& host, int port, const std::string& token, int timeout_ms,
+         const ServerLimits& limits = ServerLimits{});
+  // Stops: shuts down every session's connection and waits for its thread.
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
   // Requests of type `request` go to `handler`; a session's other frames are BYE or an error.
+  // Add wires before serving.
   void add_wire(FrameType request, RequestHandler handler);
   int port() const { return listener_.port(); }
-  // Waits up to accept_ms for one client and serves it until BYE or an error. Returns false if
-  // no client came; errors of that client are returned in *error (the server stays usable).
+  // Waits up to accept_ms for one client and serves it in this thread until BYE or an error.
+  // Returns false if no client came; errors of that client are returned in *error.
   bool serve_one(int accept_ms, std::string* error);
-  uint64_t clients_served() const { return served_; }
+  // Accepts clients for up to ms, each served on a thread of its own (a thread per connection,
+  // bounded by max_handshakes + max_clients); returns early never. Sessions outlive the call.
+  void serve_for(int ms);
+  // Log lines since the last call, each one line of printable ASCII naming the client's address.
+  std::vector<std::string> take_log();
+  uint64_t clients_served() const;
+  int active_sessions() const;
+  const ServerLimits& limits() const { return limits_; }
+  // The memory budget every wire reserves from before allocating (verbs: reserve its buffers
+  // here too). Throws Error(Unavailable) naming the flag when a request does not fit.
+  MemoryBudget& budget() { return budget_; }
 
  private:
-  void handle(TcpWire& wire);
+  struct AddrState;
+  void handle(TcpWire& wire, const std::string& addr, bool counted, bool* authed);
+  void authenticate(TcpWire& wire, const std::string& addr, bool throttle);
+  void session_loop(TcpWire& wire, const std::string& addr);
+  void run_connection(std::unique_ptr<Socket> s);
+  void log(const std::string& line);
+  int failure_delay(const std::string& addr);
+  bool log_allowed(const std::string& addr, uint64_t* suppressed);
+  AddrState& addr_state(const std::string& addr);
 
   Listener listener_;
   std::string token_;
   int timeout_ms_;
-  uint64_t served_ = 0;
+  ServerLimits limits_;
+  MemoryBudget budget_;
   std::vector<std::pair<FrameType, RequestHandler>> handlers_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  uint64_t served_ = 0;
+  int threads_ = 0;      // connection threads alive
+  int handshakes_ = 0;   // connections not yet authenticated
+  int sessions_ = 0;     // authenticated sessions
+  std::set<Socket*> open_;
+  struct AddrState {
+    bool seen = false, logged = false;
+    int failures = 0;
+    std::chrono::steady_clock::time_point last_failure{}, last_log{};
+    uint64_t suppressed = 0;
+  };
+  std::map<std::string, AddrState> addrs_;
+  std::chrono::steady_clock::time_point refusal_window_{};
+  int refusal_lines_ = 0;
+  std::deque<std::string> log_;
+  uint64_t log_dropped_ = 0;
+  std::chrono::steady_clock::time_point last_full_log_{};
+  uint64_t full_suppressed_ = 0;
 };
+
+// Peer text as one printable ASCII line for a log or terminal: control characters, newlines,
+// escape codes and non-ASCII bytes become \xNN; cut at max_chars with the original length noted.
+std::string escape_text(const std::string& text, size_t max_chars = 200);
+
+// Throws InvalidArgument for a non-positive timeout or an over-long token.
+void check_session_limits(const std::string& token, int timeout_ms);
 
 // Constant-time comparison for tokens.
 bool tokens_equal(const std::string& a, const std::string& b);

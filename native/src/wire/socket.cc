@@ -204,7 +204,7 @@ Listener::Listener(const std::string& host, int port) : host_(host) {
     if (fd < 0) { err = errno; continue; }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 16) != 0) {
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
       err = errno;
       ::close(fd);
       continue;

@@ -1,6 +1,7 @@
 // The tcp wire's tests on the shared session: the client runs them over PathEndpoints; the
 // server answers SETUP frames. Messages move over the control connection itself.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "core/buffer.h"
@@ -21,6 +22,11 @@ class Client {
  private:
   ClientSession session_;
 };
+
+struct PathConfig;
+// The host and GPU bytes one serving-side tcp endpoint of cfg allocates (the memory budget's
+// request), cfg already checked (chunk clamped to the message).
+void tcp_session_memory(const PathConfig& cfg, uint64_t* host, uint64_t* gpu);
 
 // Makes `server` answer SETUP: one tcp test per request.
 void add_tcp_wire(Server& server);
