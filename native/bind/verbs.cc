@@ -167,6 +167,7 @@ void bind_probes(nb::module_& v) {
     return std::make_tuple(ok, ver);
   });
   v.def("has_reg_dmabuf_mr", []() { return verbs().reg_dmabuf_mr != nullptr; });
+  v.def("dmabuf_errno_means_unsupported", &dmabuf_errno_means_unsupported, "err"_a);
   v.def("verbs_hint", &verbs_hint, "call"_a, "err"_a, "gpu_memory"_a);
 }
 
@@ -256,11 +257,21 @@ void bind_connection(nb::module_& v) {
     }
     return select_gid_index(t);
   }, "table"_a);
-  v.def("qp_init_attrs", [](int port, int access) { return attrs_dict(qp_init_attrs(port, access)); }, "port"_a,
-        "access"_a = kDefaultAccess);
-  v.def("qp_rtr_attrs", [](int port, int link_layer, int local_mtu, int sgid_index, const nb::dict& remote) {
-    return attrs_dict(qp_rtr_attrs(port, link_layer, local_mtu, sgid_index, conn_from(remote)));
-  }, "port"_a, "link_layer"_a, "local_mtu"_a, "sgid_index"_a, "remote"_a);
+  v.def("qp_init_attrs", [](int port, int access, int pkey_index) {
+    return attrs_dict(qp_init_attrs(port, access, pkey_index));
+  }, "port"_a, "access"_a = kDefaultAccess, "pkey_index"_a = 0);
+  v.def("qp_rtr_attrs", [](int port, int link_layer, int local_mtu, int sgid_index, const nb::dict& remote,
+                           int service_level, int traffic_class, bool grh_required, const nb::bytes& local_gid) {
+    AddressOptions o;
+    o.service_level = service_level;
+    o.traffic_class = traffic_class;
+    o.grh_required = grh_required;
+    if (local_gid.size() != 0 && local_gid.size() != 16) throw_invalid("local_gid is 16 bytes (or empty)");
+    o.have_local_gid = local_gid.size() == 16;
+    if (o.have_local_gid) std::memcpy(o.local_gid, local_gid.c_str(), 16);
+    return attrs_dict(qp_rtr_attrs(port, link_layer, local_mtu, sgid_index, conn_from(remote), o));
+  }, "port"_a, "link_layer"_a, "local_mtu"_a, "sgid_index"_a, "remote"_a, "service_level"_a = 0,
+        "traffic_class"_a = 0, "grh_required"_a = false, "local_gid"_a = nb::bytes(""));
   v.def("qp_rts_attrs", [](uint32_t psn) { return attrs_dict(qp_rts_attrs(psn)); }, "sq_psn"_a);
 }
 

@@ -1,5 +1,6 @@
 #include "verbs/path.h"
 
+#include <cstdio>
 #include <cstring>
 #include <exception>
 
@@ -90,7 +91,11 @@ void VerbsEndpoint::settle() {
 uint32_t VerbsEndpoint::expect_data() {
   uint32_t imm = link_->wait_imm();
   if ((imm & ~kImmIndexMask) != kImmData)
-    throw_protocol("expected a data message on the verbs wire, got immediate 0x" + std::to_string(imm));
+  {
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "0x%08x", imm);
+    throw_protocol(std::string("expected a data message on the verbs wire, got immediate ") + hex);
+  }
   return imm & kImmIndexMask;
 }
 

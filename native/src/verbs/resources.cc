@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 
 #include "core/cuda_api.h"
 #include "core/error.h"
@@ -157,19 +158,64 @@ std::vector<DeviceInfo> verbs_devices() {
   return out;
 }
 
+std::string sysfs_root() {
+  const char* e = std::getenv("GDRLAB_SYSFS_ROOT");
+  return e && *e ? e : "/sys";
+}
+
 bool peermem_loaded(std::string* version) {
+  // As NCCL (net_ib/gdr.cc): the open driver's nvidia_peermem, or MLNX_OFED's legacy nv_peer_mem
+  // (the nvidia-peer-memory package), which registers as a peer-memory client "nv_mem".
+  const std::string root = sysfs_root();
+  struct Probe {
+    const char* dir;
+    const char* version;
+  };
+  static const Probe probes[] = {{"/module/nvidia_peermem", "/module/nvidia_peermem/version"},
+                                 {"/module/nv_peer_mem", "/module/nv_peer_mem/version"},
+                                 {"/kernel/mm/memory_peers/nv_mem", "/kernel/mm/memory_peers/nv_mem/version"},
+                                 {"/kernel/mm/memory_peers/nv_mem_nc", "/kernel/mm/memory_peers/nv_mem_nc/version"}};
   struct stat sb;
-  if (stat("/sys/module/nvidia_peermem", &sb) != 0) return false;
-  if (version) *version = read_line("/sys/module/nvidia_peermem/version");
-  return true;
+  for (const Probe& p : probes) {
+    if (stat((root + p.dir).c_str(), &sb) != 0) continue;
+    if (version) {
+      const std::string v = read_line(root + p.version);
+      *version = std::string(p.dir).substr(std::string(p.dir).rfind('/') + 1) + (v.empty() ? "" : " " + v);
+    }
+    return true;
+  }
+  return false;
 }
 
 int gid_roce_version(const std::string& device, int port, int index) {
-  std::string t = read_line("/sys/class/infiniband/" + device + "/ports/" + std::to_string(port) +
+  std::string t = read_line(sysfs_root() + "/class/infiniband/" + device + "/ports/" + std::to_string(port) +
                             "/gid_attrs/types/" + std::to_string(index));
   if (t.find("RoCE v2") != std::string::npos) return 2;
   if (t.find("RoCE v1") != std::string::npos || t.find("IB/RoCE") != std::string::npos) return 1;
   return 0;
+}
+
+bool dmabuf_errno_means_unsupported(int err) {
+  // The library has the symbol (rdma-core 34+) but the kernel or provider lacks the method:
+  // EOPNOTSUPP/ENOTSUP from the provider, EPROTONOSUPPORT when uverbs has no REG_DMABUF_MR method
+  // (kernels < 5.12, old MLNX_OFED), ENOTTY without the ioctl path at all, ENOSYS from old stubs.
+  // Anything else (EINVAL, EFAULT, EBADF, ENOMEM...) is a real error with a real cause.
+  return err == EOPNOTSUPP || err == ENOTSUP || err == EPROTONOSUPPORT || err == ENOTTY || err == ENOSYS;
+}
+
+void fork_protect_once() {
+  // Kernels before 5.13 do not copy pinned pages on fork: a fork (IPython `!cmd`, subprocess,
+  // multiprocessing) while a host region is registered leaves the HCA writing into pages the
+  // parent no longer owns. ibv_fork_init marks registered ranges MADV_DONTFORK, as NCCL does at
+  // init; libibverbs does the same by itself when RDMAV_FORK_SAFE is set. GDRLAB_IB_FORK_INIT=0
+  // skips it.
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* off = std::getenv("GDRLAB_IB_FORK_INIT");
+    if (off && std::string(off) == "0") return;
+    const VerbsApi& api = verbs();
+    if (api.fork_init) api.fork_init();  // its failure (e.g. EINVAL after a registration) is not fatal
+  });
 }
 
 // --------------------------------------------------------------------------------- Context
@@ -215,6 +261,7 @@ int Context::active_port() const {
 
 // ------------------------------------------------------------------------- ProtectionDomain
 ProtectionDomain::ProtectionDomain(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {
+  fork_protect_once();  // before the first registration, which needs a protection domain
   errno = 0;
   pd_ = verbs().alloc_pd(ctx_->get());
   if (!pd_) throw_verbs("ibv_alloc_pd", errno ? errno : ENOMEM, ctx_->name());
@@ -297,7 +344,7 @@ std::unique_ptr<MemoryRegion> MemoryRegion::register_device(std::shared_ptr<Prot
           m->mechanism_ = MrMechanism::DmaBuf;
           return m;
         }
-        if (how == GpuRegistration::DmaBuf || (err != EOPNOTSUPP && err != ENOTSUP && err != ENOSYS && err != EINVAL))
+        if (how == GpuRegistration::DmaBuf || !dmabuf_errno_means_unsupported(err))
           throw_verbs("ibv_reg_dmabuf_mr", err, std::to_string(length) + " bytes of GPU memory", true);
         dmabuf_why = std::string("ibv_reg_dmabuf_mr failed: ") + std::strerror(err);
       }
@@ -309,7 +356,8 @@ std::unique_ptr<MemoryRegion> MemoryRegion::register_device(std::shared_ptr<Prot
   if (how != GpuRegistration::Raw && !peermem_loaded(&peermem_version)) {
     std::string text = "GPU memory cannot be registered here: ";
     if (how == GpuRegistration::Auto) text += dmabuf_why + "; and ";
-    text += "nvidia_peermem is not loaded (/sys/module/nvidia_peermem is absent; modprobe nvidia_peermem)";
+    text += "no peer-memory module is loaded (neither nvidia_peermem nor the legacy nv_peer_mem; "
+            "modprobe nvidia_peermem)";
     throw_unavailable(text);
   }
   auto t0 = Clock::now();

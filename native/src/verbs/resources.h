@@ -57,8 +57,20 @@ PortInfo port_info(int port, const ibv::ibv_port_attr& a);
 // Every device libibverbs lists, with attributes; empty when there is none.
 std::vector<DeviceInfo> verbs_devices();
 
-// True when /sys/module/nvidia_peermem exists; *version gets its version file when readable.
+// The sysfs mount: $GDRLAB_SYSFS_ROOT if set (containers that bind-mount the host's elsewhere),
+// else /sys.
+std::string sysfs_root();
+
+// True when a GPU peer-memory client is loaded: nvidia_peermem, or MLNX_OFED's legacy nv_peer_mem
+// (module or /kernel/mm/memory_peers/nv_mem*). *version gets "<name> <version>" when readable.
 bool peermem_loaded(std::string* version = nullptr);
+
+// True when ibv_reg_dmabuf_mr's errno says the kernel/provider has no dma-buf support, so Auto
+// falls back to peer memory; false for real errors (EINVAL, EFAULT, EBADF...), which are raised.
+bool dmabuf_errno_means_unsupported(int err);
+
+// Calls ibv_fork_init once per process before the first registration (GDRLAB_IB_FORK_INIT=0: not).
+void fork_protect_once();
 
 // RoCE version of a GID table entry from sysfs (.../gid_attrs/types/<index>): 2 for "RoCE v2",
 // 1 for "IB/RoCE v1", 0 when unknown or not readable.
@@ -110,7 +122,7 @@ const char* mr_mechanism_name(MrMechanism m);
 enum class GpuRegistration { Auto = 0, DmaBuf = 1, PeerMem = 2, Raw = 3 };
 
 constexpr int kDefaultAccess =
-    ibv::IBV_ACCESS_LOCAL_WRITE | ibv::IBV_ACCESS_REMOTE_WRITE | ibv::IBV_ACCESS_REMOTE_READ;
+    ibv::IBV_ACCESS_LOCAL_WRITE | ibv::IBV_ACCESS_REMOTE_WRITE;  // only RDMA WRITE is used: no REMOTE_READ
 
 class MemoryRegion {
  public:

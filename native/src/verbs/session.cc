@@ -19,17 +19,27 @@ LinkConfig link_config(const VerbsSelection& sel, int timeout_ms) {
   lc.port = sel.port;
   lc.gid_index = sel.gid_index;
   lc.timeout_ms = timeout_ms;
+  lc.service_level = sel.service_level;
+  lc.traffic_class = sel.traffic_class;
+  lc.pkey_index = sel.pkey_index;
+  lc.pkey = sel.pkey;
   return lc;
 }
 
-int env_int(const char* name, int lo, int hi, int dflt) {
+int env_int(const char* name, int lo, int hi, int dflt, int base = 10) {
   const char* v = std::getenv(name);
   if (!v || !*v) return dflt;
   char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
+  long x = std::strtol(v, &end, base);
   if (*end || x < lo || x > hi)
     throw_invalid(std::string(name) + "='" + v + "' is not an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
   return static_cast<int>(x);
+}
+
+// Our name first, then NCCL's, so a cluster's existing NCCL settings apply unchanged.
+int env_int2(const char* ours, const char* nccl, int lo, int hi, int dflt, int base = 10) {
+  const char* v = std::getenv(ours);
+  return env_int(v && *v ? ours : nccl, lo, hi, dflt, base);
 }
 
 }  // namespace
@@ -48,7 +58,12 @@ VerbsSelection verbs_selection_from_env() {
       s.port = static_cast<int>(port);
     }
   }
-  s.gid_index = env_int("GDRLAB_IB_GID_INDEX", 0, 255, -1);
+  s.gid_index = env_int2("GDRLAB_IB_GID_INDEX", "NCCL_IB_GID_INDEX", 0, 255, -1);
+  s.traffic_class = env_int2("GDRLAB_IB_TC", "NCCL_IB_TC", 0, 255, 0);
+  s.service_level = env_int2("GDRLAB_IB_SL", "NCCL_IB_SL", 0, 15, 0);
+  // NCCL_IB_PKEY is an index into the port's P_Key table; GDRLAB_IB_PKEY is a P_Key value (0x8001).
+  s.pkey_index = env_int2("GDRLAB_IB_PKEY_INDEX", "NCCL_IB_PKEY", 0, 65535, 0);
+  s.pkey = env_int("GDRLAB_IB_PKEY", 0, 0xFFFF, -1, 0);
   if (const char* r = std::getenv("GDRLAB_GDR_REG")) {
     std::string v(r);
     if (v == "" || v == "auto") s.registration = GpuRegistration::Auto;
