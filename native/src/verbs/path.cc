@@ -82,7 +82,21 @@ void VerbsEndpoint::finish() { link_->wait_signaled(); }
 void VerbsEndpoint::settle() {
   if (cfg_.path != Path::Gdr) return;
   const CudaApi& api = cuda();
-  if (!api.cuFlushGPUDirectRDMAWrites) return;  // drivers before CUDA 11.3 order these writes themselves
+  // Before CUDA 11.3 there is no host flush API at all (visibility then needs an RDMA READ of the
+  // buffer, as NCCL's iflush does; not done here). From 11.3 the device says whether the API
+  // works (attribute 117, bit 0: host-initiated flush) and whether inbound RDMA writes are
+  // already ordered for the owning GPU (attribute 118 >= 100, OWNER): then the flush is a no-op.
+  if (!api.cuFlushGPUDirectRDMAWrites) return;
+  if (flush_ == FlushNeed::Unknown) {
+    constexpr int kFlushOptions = 117, kWritesOrdering = 118, kOptionHost = 1, kOrderingOwner = 100;
+    int options = 0, ordering = 0;
+    CUdevice dev = 0;
+    GDRLAB_CU(api, cuDeviceGet, &dev, user_->device());
+    GDRLAB_CU(api, cuDeviceGetAttribute, &options, kFlushOptions, dev);
+    GDRLAB_CU(api, cuDeviceGetAttribute, &ordering, kWritesOrdering, dev);
+    flush_ = (options & kOptionHost) && ordering < kOrderingOwner ? FlushNeed::Yes : FlushNeed::No;
+  }
+  if (flush_ == FlushNeed::No) return;
   cuda_set(user_->context());
   GDRLAB_CU(api, cuFlushGPUDirectRDMAWrites, CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
                                            CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);

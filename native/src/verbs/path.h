@@ -54,7 +54,8 @@ class VerbsEndpoint : public TestEndpoint {
   void send_ack() override;
   void expect_ack() override;
   // gdr: makes the HCA's writes into GPU memory visible to CUDA copies before the data is read
-  // back for verification (cuFlushGPUDirectRDMAWrites where the driver has it). Not done inside
+  // back for verification or overwritten (cuFlushGPUDirectRDMAWrites where the device reports
+  // host-initiated flush support and writes are not already ordered for it). Not done inside
   // the timed loops, which, like perftest, time the data movement only.
   void settle() override;
   // Waits for this side's last signaled write (send(true) is the last message of every test).
@@ -68,6 +69,8 @@ class VerbsEndpoint : public TestEndpoint {
   std::string mechanism() const;
 
  private:
+  enum class FlushNeed { Unknown, Yes, No };
+  FlushNeed flush_ = FlushNeed::Unknown;
   void send_pipelined();
   void recv_pipelined();
   uint32_t expect_data();
