@@ -159,3 +159,15 @@ def test_flush_only_where_the_device_supports_and_needs_it(dmabuf_stand_ins, tmp
                GDRLAB_FAKE_CUDA_ORDERING=ordering)
     assert out.get("verified") is True, out
     assert out["flushes"] == flushes, out
+
+
+@pytest.mark.parametrize("path", ["staged", "shared", "pipelined"])
+def test_sender_never_overwrites_a_message_the_receiver_has_not_taken(stand_ins, path):
+    # Bandwidth mode, a window of 8 messages, a receiver that takes 300 us per message: without
+    # flow control the sender's next message lands on the one still being copied out.
+    d, lib = stand_ins
+    script = RUN.format(path=path, mode=1).replace("100003, 3, 1, 2, 16384", "100003, 3, 1, 8, 16384").replace(
+        "print(json.dumps(out))", "out['overwrites'] = ibv.fake_ibv_unconsumed_overwrites()\n    print(json.dumps(out))")
+    out = run_with_fake_cuda(d, script, GDRLAB_IBVERBS_LIB=lib, FAKE_IBV_SLOW_RECV_US="300")
+    assert out.get("verified") is True and out["samples"] == 3, out
+    assert out["overwrites"] == 0, out

@@ -22,13 +22,16 @@
 // is refused with EINVAL, as the kernel's rdma_check_ah_attr does. The P_Key table is
 // {0xffff, 0x8001}; a QP given an index past it is refused. FAKE_IBV_DMABUF_ERRNO=NAME makes
 // ibv_reg_dmabuf_mr fail with that errno (EPROTONOSUPPORT, ENOTTY, EOPNOTSUPP, EINVAL, EFAULT);
-// unset, it registers like ibv_reg_mr.
+// unset, it registers like ibv_reg_mr. FAKE_IBV_SLOW_RECV_US=N makes a poll that returns a
+// receive completion take N microseconds more (a receiver slower than its sender).
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "verbs/abi.h"
@@ -49,6 +52,9 @@ struct FakeQp {
   int posted_recvs = 0;
   std::deque<std::pair<uint64_t, uint32_t>> pending;  // (unused, imm) waiting for a receive
   std::deque<uint64_t> recv_ids;
+  // Ranges written with an immediate whose receive completion the owner has not polled yet, in
+  // arrival order (zero-length for ACKs): the receiver may still be copying them out.
+  std::deque<std::pair<uint64_t, uint64_t>> unconsumed;
 };
 
 struct FakeMr {
@@ -63,6 +69,8 @@ constexpr int kRoceGids = 4;
 // traffic_class, sl, hop_limit.
 int last_attrs[6] = {-1, -1, -1, -1, -1, -1};
 int fork_inits = 0;
+// Writes that landed on bytes of an earlier message the receiver had not consumed yet.
+int overwrites = 0;
 
 bool env_on(const char* name) {
   const char* v = std::getenv(name);
@@ -301,6 +309,12 @@ int fake_ibv_fork_inits() {
   std::lock_guard<std::mutex> l(mu);
   return fork_inits;
 }
+// For tests: writes into a range whose earlier write-with-immediate the receiver had not yet
+// polled (it could still be copying that message out when the new bytes landed).
+int fake_ibv_unconsumed_overwrites() {
+  std::lock_guard<std::mutex> l(mu);
+  return overwrites;
+}
 
 #ifdef FAKE_IBV_WITH_DMABUF
 // IBVERBS_1.12. The "dma-buf" is ignored: the stand-in's GPU memory is host memory at iova.
@@ -417,13 +431,25 @@ const char* ibv_wc_status_str(ibv_wc_status s) { return s == IBV_WC_SUCCESS ? "s
 namespace {
 
 int fake_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
-  std::lock_guard<std::mutex> l(mu);
-  auto* f = reinterpret_cast<FakeCq*>(cq);
+  // FAKE_IBV_SLOW_RECV_US=N: a receiver slower than its sender, N microseconds per message.
+  static const char* slow = std::getenv("FAKE_IBV_SLOW_RECV_US");
+  bool got_recv = false;
   int k = 0;
-  while (k < n && !f->wcs.empty()) {
-    wc[k++] = f->wcs.front();
-    f->wcs.pop_front();
+  {
+    std::lock_guard<std::mutex> l(mu);
+    auto* f = reinterpret_cast<FakeCq*>(cq);
+    while (k < n && !f->wcs.empty()) {
+      wc[k] = f->wcs.front();
+      f->wcs.pop_front();
+      if (wc[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        got_recv = true;
+        auto it = qps.find(wc[k].qp_num);
+        if (it != qps.end() && !it->second->unconsumed.empty()) it->second->unconsumed.pop_front();
+      }
+      ++k;
+    }
   }
+  if (got_recv && slow) std::this_thread::sleep_for(std::chrono::microseconds(std::atoi(slow)));
   return k;
 }
 
@@ -473,12 +499,15 @@ int fake_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       if (!src) status = IBV_WC_LOC_PROT_ERR;
       else if (!dst || !(dst->access & IBV_ACCESS_REMOTE_WRITE)) status = IBV_WC_REM_ACCESS_ERR;
       else {
+        const uint64_t a = wr->wr.rdma.remote_addr;
+        for (const auto& [ua, ul] : it->second->unconsumed) overwrites += ul && a < ua + ul && ua < a + len;
         std::memmove(reinterpret_cast<void*>(wr->wr.rdma.remote_addr),
                      reinterpret_cast<void*>(wr->sg_list[0].addr), len);
         if (corrupt) reinterpret_cast<uint8_t*>(wr->wr.rdma.remote_addr)[len / 2] ^= 0x5a;
       }
     }
     if (status == IBV_WC_SUCCESS && wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+      it->second->unconsumed.push_back({wr->wr.rdma.remote_addr, len});
       it->second->pending.push_back({0, wr->imm_data});
       deliver(it->second);
     }

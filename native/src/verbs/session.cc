@@ -7,10 +7,16 @@
 namespace gdrlab {
 namespace {
 
-VerbsPathConfig config_of(const TestSpec& s, const VerbsSelection& sel) {
+VerbsPathConfig config_of(const TestSpec& s, const VerbsSelection& sel, bool server) {
   VerbsPathConfig c;
   static_cast<PathConfig&>(c) = path_config(s, Wire::Verbs);
   c.gpu_registration = sel.registration;
+  // The data messages the peer sends inside measure()/answer(): both directions in latency
+  // ping-pong, client to server only in bandwidth mode, none in verify mode.
+  const uint64_t total = static_cast<uint64_t>(s.warmup) + s.iters;
+  const Mode mode = static_cast<Mode>(s.mode);
+  if (mode == Mode::Latency) c.peer_loop_messages = total;
+  else if (mode == Mode::Bandwidth && server) c.peer_loop_messages = total * s.window;
   return c;
 }
 
@@ -85,7 +91,7 @@ void serve_connect(TcpWire& wire, const std::vector<uint8_t>& body) {
   bool built = build_or_refuse(wire, [&] {
     check_spec_common(spec, "verbs");
     VerbsSelection sel = verbs_selection_from_env();
-    VerbsPathConfig cfg = config_of(spec, sel);
+    VerbsPathConfig cfg = config_of(spec, sel, true);
     require_rdma_device();
     auto pd = std::make_shared<ProtectionDomain>(std::make_shared<Context>(sel.device));
     ep = std::make_unique<VerbsEndpoint>(cfg, std::make_unique<RcLink>(pd, link_config(sel, 30000)));
@@ -134,7 +140,7 @@ void VerbsClient::close() {
 VerbsRunResult VerbsClient::run(const TestSpec& spec, Buffer* user, size_t offset) {
   session_->wire();  // throws PeerClosed after close() or a dropped session
   check_spec_common(spec, "verbs");
-  VerbsPathConfig cfg = config_of(spec, sel_);
+  VerbsPathConfig cfg = config_of(spec, sel_, false);
   if (!pd_) pd_ = std::make_shared<ProtectionDomain>(std::make_shared<Context>(sel_.device));
   VerbsEndpoint ep(cfg, std::make_unique<RcLink>(pd_, link_config(sel_, timeout_ms_)), user, offset);
   VerbsRunResult res;
