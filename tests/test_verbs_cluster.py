@@ -174,3 +174,26 @@ def test_hints_follow_what_is_loaded(fake_verbs_lib, tmp_path):
     bare = _run(fake_verbs_lib, HINTS, GDRLAB_SYSFS_ROOT=str(tmp_path / "none"))
     assert bare["peer"][0] is False and "modprobe nvidia_peermem" in bare["efault"]
     assert "5.12" in bare["proto"] and "/dev/infiniband" in bare["enoent"] and "subnets" in bare["neigh"]
+
+
+# ------------------------------------------------------------------------------------- CLI
+def _cli(lib: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("GDRLAB_IB", "NCCL_IB", "FAKE_IBV"))}
+    e.update(GDRLAB_IBVERBS_LIB=lib, **env)
+    return subprocess.run([sys.executable, "-m", "gdrlab", "bench", "--wire", "verbs", "--path", "host", "--sizes", "64",
+                           "--local-peer", "thread", "--mode", "lat", "--iters", "3", *args],
+                          capture_output=True, text=True, timeout=240, cwd=ROOT, env=e)
+
+
+def test_bench_flags_set_traffic_class_and_service_level(fake_verbs_lib):
+    r = _cli(fake_verbs_lib, "--tclass", "106", "--sl", "2", "--json", FAKE_IBV_LINK="roce")
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout)
+    assert doc["provenance"]["ib_link_options"] == {"tclass": 106, "sl": 2, "pkey_index": 0}, doc["provenance"]
+    assert all(row["verified"] is True for row in doc["rows"])
+
+
+def test_bench_flag_out_of_range_is_one_line_naming_it(fake_verbs_lib):
+    r = _cli(fake_verbs_lib, "--sl", "16")
+    assert r.returncode != 0
+    assert "--sl 16" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
