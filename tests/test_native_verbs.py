@@ -171,3 +171,28 @@ def test_sender_never_overwrites_a_message_the_receiver_has_not_taken(stand_ins,
     out = run_with_fake_cuda(d, script, GDRLAB_IBVERBS_LIB=lib, FAKE_IBV_SLOW_RECV_US="300")
     assert out.get("verified") is True and out["samples"] == 3, out
     assert out["overwrites"] == 0, out
+
+
+def _pci_tree(root: Path) -> None:
+    """fake0 under another root port than the GPU, fake1 under the GPU's PCIe switch."""
+    far = root / "devices" / "pci0000:00" / "0000:00:01.0" / "0000:01:00.0"
+    switch = root / "devices" / "pci0000:80" / "0000:80:01.0" / "0000:81:00.0"
+    gpu, near = switch / "0000:82:00.0", switch / "0000:82:01.0"
+    for d in (far, gpu, near):
+        d.mkdir(parents=True)
+    for name, target in (("fake0", far), ("fake1", near)):
+        (root / "class" / "infiniband" / name).mkdir(parents=True)
+        (root / "class" / "infiniband" / name / "device").symlink_to(target)
+    (root / "bus" / "pci" / "devices").mkdir(parents=True)
+    (root / "bus" / "pci" / "devices" / "0000:82:00.0").symlink_to(gpu)
+
+
+@pytest.mark.parametrize("bus_id,expected", [("0000:82:00.0", "fake1"), ("", "fake0")])
+def test_default_hca_is_the_one_nearest_the_gpu(dmabuf_stand_ins, tmp_path, bus_id, expected):
+    d, lib = dmabuf_stand_ins
+    _pci_tree(tmp_path)
+    script = RUN.format(path="staged", mode=0).replace(
+        "mechanism=info[\"mechanism\"]", "mechanism=info[\"mechanism\"], device=info[\"device\"]")
+    out = run_with_fake_cuda(d, script, GDRLAB_IBVERBS_LIB=lib, GDRLAB_SYSFS_ROOT=str(tmp_path), FAKE_IBV_DEVICES="2",
+                             GDRLAB_FAKE_CUDA_BUS_ID=bus_id)
+    assert out.get("verified") is True and out["device"] == expected, out

@@ -31,7 +31,7 @@ client = _native.verbs.Client("127.0.0.1", srv.port, "tok", 10000)
 out = {}
 try:
     samples, _, verified, info = client.run("host", 0, 4096, 3, 1, 2, 16384, 3, 0, 9)
-    out.update(verified=verified, gid_index=info["gid_index"], link_layer=info["link_layer"])
+    out.update(verified=verified, gid_index=info["gid_index"], link_layer=info["link_layer"], device=info["device"])
 except errors.GdrlabError as e:
     out.update(raised=type(e).__name__, call=e.call, message=str(e))
 client.close()
@@ -197,3 +197,33 @@ def test_bench_flag_out_of_range_is_one_line_naming_it(fake_verbs_lib):
     r = _cli(fake_verbs_lib, "--sl", "16")
     assert r.returncode != 0
     assert "--sl 16" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# ------------------------------------------------------------------------------- HCA choice
+@pytest.mark.parametrize("spec,device,port,allowed", [
+    ("mlx5", "mlx5_0", 1, True), ("mlx5_0:1", "mlx5_0", 1, True), ("mlx5_0:1", "mlx5_0", 2, False),
+    ("mlx5_1", "mlx5_10", 1, True), ("=mlx5_1", "mlx5_10", 1, False), ("=mlx5_1", "mlx5_1", 1, True),
+    ("^mlx5_1", "mlx5_1", 1, False), ("^mlx5_1", "mlx5_0", 1, True), ("^=mlx5_1", "mlx5_10", 1, True),
+    ("mlx5_0,mlx5_2:2", "mlx5_2", 2, True), ("mlx5_0,mlx5_2:2", "mlx5_2", 1, False), ("", "anything", 1, True)])
+def test_hca_filter_follows_nccl_ib_hca_syntax(spec, device, port, allowed):
+    assert V.hca_allowed(spec, device, port) is allowed
+
+
+def test_bad_hca_filter_names_the_variable():
+    with pytest.raises(Exception, match="GDRLAB_IB_HCA='mlx5_0:x'"):
+        V.hca_allowed("mlx5_0:x", "mlx5_0", 1)
+
+
+def test_pci_hops_count_both_sides_below_the_common_switch():
+    sw = "/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0"
+    assert V.pci_hops(sw + "/0000:82:00.0", sw + "/0000:82:01.0") == 2
+    assert V.pci_hops(sw + "/0000:82:00.0", "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0") == 4 + 3
+    assert V.pci_hops("", sw) == -1
+
+
+def test_hca_filter_picks_among_devices(fake_verbs_lib):
+    assert _run(fake_verbs_lib, RUN_HOST, FAKE_IBV_DEVICES="3")["device"] == "fake0"
+    assert _run(fake_verbs_lib, RUN_HOST, FAKE_IBV_DEVICES="3", GDRLAB_IB_HCA="^fake0,fake1")["device"] == "fake2"
+    assert _run(fake_verbs_lib, RUN_HOST, FAKE_IBV_DEVICES="3", NCCL_IB_HCA="=fake1:1")["device"] == "fake1"
+    out = _run(fake_verbs_lib, RUN_HOST, FAKE_IBV_DEVICES="3", GDRLAB_IB_HCA="fake1:2")
+    assert out.get("raised") == "Unavailable" and "GDRLAB_IB_HCA" in out["message"], out

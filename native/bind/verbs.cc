@@ -15,6 +15,7 @@
 #include "core/buffer.h"
 #include "core/error.h"
 #include "verbs/api.h"
+#include "verbs/hca.h"
 #include "verbs/qp.h"
 #include "verbs/resources.h"
 #include "verbs/session.h"
@@ -168,13 +169,18 @@ void bind_probes(nb::module_& v) {
   });
   v.def("has_reg_dmabuf_mr", []() { return verbs().reg_dmabuf_mr != nullptr; });
   v.def("dmabuf_errno_means_unsupported", &dmabuf_errno_means_unsupported, "err"_a);
+  v.def("hca_allowed", [](const std::string& spec, const std::string& device, int port) {
+    return hca_allowed(parse_hca_filter(spec), device, port);
+  }, "spec"_a, "device"_a, "port"_a);
+  v.def("pci_hops", &pci_hops, "a"_a, "b"_a);
   v.def("verbs_hint", &verbs_hint, "call"_a, "err"_a, "gpu_memory"_a);
 }
 
 // Device -> ProtectionDomain -> MemoryRegion, and the verbs wire's client.
 void bind_objects(nb::module_& v) {
   nb::class_<Context>(v, "Context")
-      .def(nb::new_([](const std::string& name) { return std::make_shared<Context>(name); }), "name"_a = "")
+      .def(nb::new_([](const std::string& name, int gpu) { return std::make_shared<Context>(name, gpu); }),
+           "name"_a = "", "gpu"_a = -1)
       .def_prop_ro("name", &Context::name)
       .def_prop_ro("info", [](const Context& c) { return device_dict(c.info()); })
       .def("port_attr", [](const Context& c, int port) {

@@ -2,9 +2,11 @@
  * hands out a real file descriptor (of /dev/null) for any range, as the driver hands out a
  * dma-buf fd; the stand-in libibverbs built with -DFAKE_IBV_WITH_DMABUF then registers the range.
  * GDRLAB_FAKE_CUDA_FLUSH_OPTIONS / _ORDERING set the two GPUDirect RDMA attributes (117, 118) the
- * engine reads before flushing; cuFlushGPUDirectRDMAWrites counts its calls. */
+ * engine reads before flushing; cuFlushGPUDirectRDMAWrites counts its calls; cuDeviceGetPCIBusId
+ * reports GDRLAB_FAKE_CUDA_BUS_ID. */
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int flushes;
 
@@ -28,5 +30,16 @@ int cuDeviceGetAttribute(int* v, int attr, int dev) {
   if (attr == 117) e = getenv("GDRLAB_FAKE_CUDA_FLUSH_OPTIONS");
   if (attr == 118) e = getenv("GDRLAB_FAKE_CUDA_ORDERING");
   *v = e ? atoi(e) : (attr == 117 ? 1 : 0);
+  return 0;
+}
+
+/* GDRLAB_FAKE_CUDA_BUS_ID: the PCI address the GPU reports (default none: an empty string). */
+int cuDeviceGetPCIBusId(char* out, int len, int dev) {
+  (void)dev;
+  const char* id = getenv("GDRLAB_FAKE_CUDA_BUS_ID");
+  if (len > 0) {
+    strncpy(out, id ? id : "", (size_t)len - 1);
+    out[len - 1] = 0;
+  }
   return 0;
 }

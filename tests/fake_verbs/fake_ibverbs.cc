@@ -24,8 +24,10 @@
 // ibv_reg_dmabuf_mr fail with that errno (EPROTONOSUPPORT, ENOTTY, EOPNOTSUPP, EINVAL, EFAULT);
 // unset, it registers like ibv_reg_mr. FAKE_IBV_SLOW_RECV_US=N makes a poll that returns a
 // receive completion take N microseconds more (a receiver slower than its sender).
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -101,8 +103,8 @@ std::vector<FakeMr*> mrs;
 int order_violations = 0;
 uint32_t next_qpn = 0x100;
 uint32_t next_key = 0x1000;
-ibv_device the_device;
-ibv_device* the_list[2] = {&the_device, nullptr};
+ibv_device the_devices[4];
+ibv_device* the_list[5] = {};
 
 int fake_poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
 int fake_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
@@ -155,11 +157,18 @@ bool check_mask(int mask, int required, int optional) {
 
 extern "C" {
 
+// FAKE_IBV_DEVICES=N (1..4, default 1): devices fake0..fake<N-1>, alike.
 ibv_device** ibv_get_device_list(int* n) {
-  std::strcpy(the_device.name, "fake0");
-  the_device.node_type = IBV_NODE_CA;
-  the_device.transport_type = IBV_TRANSPORT_IB;
-  if (n) *n = 1;
+  const char* e = std::getenv("FAKE_IBV_DEVICES");
+  const int count = e ? std::max(1, std::min(4, std::atoi(e))) : 1;
+  for (int i = 0; i < count; ++i) {
+    std::snprintf(the_devices[i].name, sizeof the_devices[i].name, "fake%d", i);
+    the_devices[i].node_type = IBV_NODE_CA;
+    the_devices[i].transport_type = IBV_TRANSPORT_IB;
+    the_list[i] = &the_devices[i];
+  }
+  the_list[count] = nullptr;
+  if (n) *n = count;
   return the_list;
 }
 void ibv_free_device_list(ibv_device**) {}

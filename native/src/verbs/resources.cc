@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "core/cuda_api.h"
 #include "core/error.h"
+#include "verbs/hca.h"
 
 namespace gdrlab {
 namespace {
@@ -69,8 +71,25 @@ PortInfo port_info(int port, const ibv::ibv_port_attr& a) {
 
 namespace {
 
-// Opens the named device (or, for "", the first one with an ACTIVE port).
-ibv::ibv_context* open_named(const VerbsApi& api, const std::string& want, std::string* name) {
+// The first port of an open device that is ACTIVE and passes the filter, or 0.
+int allowed_active_port(const VerbsApi& api, ibv::ibv_context* c, const std::string& nm, const HcaFilter& filter) {
+  ibv::ibv_device_attr a;
+  std::memset(&a, 0, sizeof a);
+  if (api.query_device(c, &a) != 0) return 0;
+  for (int p = 1; p <= a.phys_port_cnt; ++p) {
+    ibv::ibv_port_attr pa;
+    std::memset(&pa, 0, sizeof pa);
+    if (hca_allowed(filter, nm, p) && api.query_port(c, static_cast<uint8_t>(p), &pa) == 0 &&
+        pa.state == ibv::IBV_PORT_ACTIVE)
+      return p;
+  }
+  return 0;
+}
+
+// Opens the named device, or, for "", the device with an ACTIVE port that passes the filter
+// and lies nearest `gpu_path` in the PCIe tree (ties, or no GPU: the first listed).
+ibv::ibv_context* open_named(const VerbsApi& api, const std::string& want, const HcaFilter& filter,
+                             const std::string& gpu_path, std::string* name, int* port, int* hops) {
   int n = 0;
   errno = 0;
   ibv::ibv_device** list = api.get_device_list(&n);
@@ -80,41 +99,46 @@ ibv::ibv_context* open_named(const VerbsApi& api, const std::string& want, std::
     throw_verbs("ibv_get_device_list", err ? err : ENODEV);
   }
   ibv::ibv_context* chosen = nullptr;
+  int best_hops = INT_MAX;
   std::string names;
   int open_errno = 0;
-  for (int i = 0; i < n && !chosen; ++i) {
+  for (int i = 0; i < n; ++i) {
     std::string nm = api.get_device_name(list[i]);
     names += (names.empty() ? "" : ", ") + nm;
     if (!want.empty() && nm != want) continue;
+    if (want.empty() && !hca_allowed(filter, nm, 0) && filter.exclude) continue;
     ibv::ibv_context* c = api.open_device(list[i]);
     if (!c) {
       open_errno = errno;
       if (!want.empty()) break;
       continue;
     }
-    bool active = !want.empty();
-    if (!active) {
-      ibv::ibv_device_attr a;
-      std::memset(&a, 0, sizeof a);
-      if (api.query_device(c, &a) == 0)
-        for (int p = 1; p <= a.phys_port_cnt && !active; ++p) {
-          ibv::ibv_port_attr pa;
-          std::memset(&pa, 0, sizeof pa);
-          active = api.query_port(c, static_cast<uint8_t>(p), &pa) == 0 && pa.state == ibv::IBV_PORT_ACTIVE;
-        }
-    }
-    if (active) {
+    if (!want.empty()) {
       chosen = c;
       *name = nm;
+      break;
+    }
+    const int p = allowed_active_port(api, c, nm, filter);
+    int h = p ? pci_hops(gpu_path, hca_pci_path(nm)) : -1;
+    if (h < 0) h = INT_MAX - 1;  // unknown distance: after every known one, before none
+    if (p && (!chosen || h < best_hops)) {
+      if (chosen) api.close_device(chosen);
+      chosen = c;
+      *name = nm;
+      *port = p;
+      best_hops = h;
     } else {
       api.close_device(c);
     }
   }
   api.free_device_list(list);
+  *hops = best_hops >= INT_MAX - 1 ? -1 : best_hops;
   if (chosen) return chosen;
   if (n == 0) require_rdma_device();  // throws with the precise reason
   if (open_errno) throw_verbs("ibv_open_device", open_errno, want.empty() ? names : want);
   if (!want.empty()) throw_unavailable("RDMA device '" + want + "' not found; this machine has: " + names);
+  if (!filter.items.empty())
+    throw_unavailable("no RDMA device with an ACTIVE port passes GDRLAB_IB_HCA/NCCL_IB_HCA (devices: " + names + ")");
   throw_unavailable("no RDMA device has an ACTIVE port (devices: " + names +
                     "); check cables and the subnet manager (ibstat)");
 }
@@ -219,9 +243,10 @@ void fork_protect_once() {
 }
 
 // --------------------------------------------------------------------------------- Context
-Context::Context(const std::string& name) {
+Context::Context(const std::string& name, int gpu) {
   const VerbsApi& api = verbs();
-  ctx_ = open_named(api, name, &name_);
+  const HcaFilter filter = name.empty() ? hca_filter_from_env() : HcaFilter();
+  ctx_ = open_named(api, name, filter, name.empty() ? gpu_pci_path(gpu) : "", &name_, &preferred_port_, &gpu_hops_);
   try {
     info_ = describe(api, ctx_, name_);
   } catch (...) {
@@ -250,6 +275,7 @@ ibv::ibv_gid Context::gid(int port, int index) const {
 }
 
 int Context::active_port() const {
+  if (preferred_port_ > 0 && port_attr(preferred_port_).state == ibv::IBV_PORT_ACTIVE) return preferred_port_;
   std::string states;
   for (int p = 1; p <= info_.phys_port_cnt; ++p) {
     ibv::ibv_port_attr a = port_attr(p);

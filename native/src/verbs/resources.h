@@ -78,9 +78,11 @@ int gid_roce_version(const std::string& device, int port, int index);
 
 class Context {
  public:
-  // name "" picks the first device with an ACTIVE port. Throws Unavailable when no device exists
-  // (with verbs_status's reason) or the named device is not there.
-  explicit Context(const std::string& name = "");
+  // name "" picks, among the devices GDRLAB_IB_HCA (or NCCL_IB_HCA) allows, one with an ACTIVE
+  // port, nearest CUDA device `gpu` in the PCIe tree (gpu < 0, no GPU, or an unreadable sysfs: the
+  // first listed). Throws Unavailable when no device exists (with verbs_status's reason) or the
+  // named device is not there.
+  explicit Context(const std::string& name = "", int gpu = -1);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -91,12 +93,17 @@ class Context {
   // Port attributes, freshly queried (state and MTU may change while the process runs).
   ibv::ibv_port_attr port_attr(int port) const;
   ibv::ibv_gid gid(int port, int index) const;
-  // The first ACTIVE port, or throws Unavailable naming the ports and their states.
+  // The port chosen with the device (GDRLAB_IB_HCA's), else the first ACTIVE port, or throws
+  // Unavailable naming the ports and their states.
   int active_port() const;
+  // PCIe hops between this HCA and the GPU it was chosen for; -1 when not chosen by distance.
+  int gpu_hops() const { return gpu_hops_; }
 
  private:
   ibv::ibv_context* ctx_ = nullptr;
   std::string name_;
+  int preferred_port_ = 0;
+  int gpu_hops_ = -1;
   DeviceInfo info_;
 };
 

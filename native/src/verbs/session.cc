@@ -93,7 +93,8 @@ void serve_connect(TcpWire& wire, const std::vector<uint8_t>& body) {
     VerbsSelection sel = verbs_selection_from_env();
     VerbsPathConfig cfg = config_of(spec, sel, true);
     require_rdma_device();
-    auto pd = std::make_shared<ProtectionDomain>(std::make_shared<Context>(sel.device));
+    const int gpu = path_needs_gpu(cfg.path) ? cfg.device : -1;  // the HCA nearest it, unless named
+    auto pd = std::make_shared<ProtectionDomain>(std::make_shared<Context>(sel.device, gpu));
     ep = std::make_unique<VerbsEndpoint>(cfg, std::make_unique<RcLink>(pd, link_config(sel, 30000)));
     ep->set_remote(remote);
     ep->link().connect(remote);
@@ -141,7 +142,9 @@ VerbsRunResult VerbsClient::run(const TestSpec& spec, Buffer* user, size_t offse
   session_->wire();  // throws PeerClosed after close() or a dropped session
   check_spec_common(spec, "verbs");
   VerbsPathConfig cfg = config_of(spec, sel_, false);
-  if (!pd_) pd_ = std::make_shared<ProtectionDomain>(std::make_shared<Context>(sel_.device));
+  if (!pd_)  // the HCA nearest this test's GPU, unless GDRLAB_IB_DEV names one; kept for the session
+    pd_ = std::make_shared<ProtectionDomain>(
+        std::make_shared<Context>(sel_.device, path_needs_gpu(cfg.path) ? cfg.device : -1));
   VerbsEndpoint ep(cfg, std::make_unique<RcLink>(pd_, link_config(sel_, timeout_ms_)), user, offset);
   VerbsRunResult res;
   res.mechanism = ep.mechanism();
