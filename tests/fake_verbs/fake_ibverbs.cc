@@ -502,6 +502,8 @@ int fake_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     auto it = qps.find(q->dest_qpn);
     if (it == qps.end() || it->second->qp.state < IBV_QPS_RTR) {
       status = IBV_WC_RETRY_EXC_ERR;
+    } else if (!len && wr->opcode == IBV_WR_RDMA_WRITE && wr->wr.rdma.rkey == 0) {
+      status = IBV_WC_REM_ACCESS_ERR;  // as adapters that validate even zero-length writes
     } else if (len) {
       FakeMr* src = find_mr(wr->sg_list[0].addr, len, wr->sg_list[0].lkey, false);
       FakeMr* dst = find_mr(wr->wr.rdma.remote_addr, len, wr->wr.rdma.rkey, true);

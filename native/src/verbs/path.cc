@@ -73,6 +73,7 @@ void VerbsEndpoint::set_remote(const ConnInfo& c) {
                    std::to_string(cfg_.size) + "-byte message" + (slotted() ? "s)" : ")"));
   remote_addr_ = c.addr;
   remote_rkey_ = c.rkey;
+  link_->set_drain_target(c.addr, c.rkey);
 }
 
 std::string VerbsEndpoint::mechanism() const {

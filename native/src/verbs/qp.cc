@@ -402,12 +402,16 @@ void RcLink::drain() {
   if (completed_ >= posted_) return;
   if (last_signaled_ < posted_) {
     // A zero-length plain RDMA WRITE, signaled: its completion retires everything before it and
-    // it consumes no receive on the peer.
+    // it consumes no receive on the peer. It names the peer's real region (set_drain_target), not
+    // address 0 / rkey 0, which some adapters refuse even for zero bytes.
+    if (!drain_rkey_) throw_invalid("drain before the peer's region is known");
     ibv::ibv_send_wr wr;
     std::memset(&wr, 0, sizeof wr);
     wr.wr_id = ++posted_;
     wr.opcode = ibv::IBV_WR_RDMA_WRITE;
     wr.send_flags = ibv::IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = drain_addr_;
+    wr.wr.rdma.rkey = drain_rkey_;
     ibv::ibv_send_wr* bad = nullptr;
     int rc = ibv::post_send(qp_->get(), &wr, &bad);
     if (rc) throw_verbs("ibv_post_send", rc);

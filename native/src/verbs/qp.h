@@ -110,6 +110,11 @@ class RcLink {
   // Waits until every posted write completed; posts a signaled zero-length write when the last
   // post was unsignaled, so the peer's QP must still exist.
   void drain();
+  // The peer's region that drain()'s zero-length write names.
+  void set_drain_target(uint64_t addr, uint32_t rkey) {
+    drain_addr_ = addr;
+    drain_rkey_ = rkey;
+  }
   // Waits for the last signaled write: posts nothing, safe while the peer tears down.
   void wait_signaled();
   // The next immediate value the peer sent (host byte order); the receive is reposted.
@@ -145,6 +150,8 @@ class RcLink {
   uint32_t psn_ = 0;
   // Send-queue accounting: RC completes in order, so one signaled completion retires all before it.
   uint64_t posted_ = 0, completed_ = 0, last_signaled_ = 0;
+  uint64_t drain_addr_ = 0;
+  uint32_t drain_rkey_ = 0;
   int unsignaled_ = 0;
   std::vector<uint32_t> imm_ring_;  // immediates received, not yet consumed
   size_t imm_head_ = 0, imm_count_ = 0;
