@@ -22,7 +22,8 @@
 #
 # Environment (same meaning on both nodes):
 #   GDRLAB_TOKEN        shared secret (required: the server listens on 0.0.0.0)
-#   GDRLAB_IB_DEV       HCA and port, e.g. mlx5_0 or mlx5_0:1 (default: the first ACTIVE port)
+#   GDRLAB_IB_DEV       HCA and port, e.g. mlx5_0 or mlx5_0:1 (default: gdrlab takes the ACTIVE
+#                       HCA nearest the GPU; perftest then uses its own default, so set it)
 #   GDRLAB_IB_GID_INDEX RoCE GID index (default: RoCE v2 IPv4-mapped, chosen by gdrlab)
 #   GDRLAB_IB_TC, GDRLAB_IB_SL, GDRLAB_IB_PKEY_INDEX  traffic class, service level, P_Key index
 #                       (default 0); passed to perftest as --tclass, --sl, --pkey_index

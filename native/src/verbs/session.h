@@ -9,7 +9,8 @@
 //   timed loop over the QP (RDMA WRITE WITH IMM): latency ping-pong / bandwidth window + ACK
 //   verification: pattern(seed) over the QP -> VERDICT over tcp; pattern(seed+1) back over the QP
 //
-// Which HCA is used: $GDRLAB_IB_DEV ("mlx5_0" or "mlx5_0:1"; default: the first ACTIVE port),
+// Which HCA is used: $GDRLAB_IB_DEV ("mlx5_0" or "mlx5_0:1"; default: among the devices
+// $GDRLAB_IB_HCA allows, the ACTIVE one nearest the test's GPU, see verbs/hca.h),
 // $GDRLAB_IB_GID_INDEX (RoCE; default: chosen by select_gid_index), $GDRLAB_IB_TC / $GDRLAB_IB_SL
 // (traffic class and service level, default 0), $GDRLAB_IB_PKEY or $GDRLAB_IB_PKEY_INDEX, and $GDRLAB_GDR_REG
 // (auto | dmabuf | peermem: how GPU memory is registered; default auto), on each side.
