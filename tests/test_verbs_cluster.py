@@ -227,3 +227,15 @@ def test_hca_filter_picks_among_devices(fake_verbs_lib):
     assert _run(fake_verbs_lib, RUN_HOST, FAKE_IBV_DEVICES="3", NCCL_IB_HCA="=fake1:1")["device"] == "fake1"
     out = _run(fake_verbs_lib, RUN_HOST, FAKE_IBV_DEVICES="3", GDRLAB_IB_HCA="fake1:2")
     assert out.get("raised") == "Unavailable" and "GDRLAB_IB_HCA" in out["message"], out
+
+
+STATUS = "import json, gdrlab.verbs as gv\nprint(json.dumps(gv.peer_memory_status()))\n"
+
+
+@pytest.mark.parametrize("module,nvidia", [("nvidia_peermem", True), ("nv_peer_mem", False)])
+def test_peer_memory_status_names_the_module(fake_verbs_lib, tmp_path, module, nvidia):
+    (tmp_path / "module" / module).mkdir(parents=True)
+    (tmp_path / "module" / module / "version").write_text("1.2\n")
+    st = _run(fake_verbs_lib, STATUS, GDRLAB_SYSFS_ROOT=str(tmp_path))
+    assert st["peer_memory_loaded"] is True and st["peer_memory_module"] == f"{module} 1.2"
+    assert st["nvidia_peermem_loaded"] is nvidia and st["nvidia_peermem_version"] == ("1.2" if nvidia else None)
