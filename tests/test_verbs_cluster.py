@@ -239,3 +239,14 @@ def test_peer_memory_status_names_the_module(fake_verbs_lib, tmp_path, module, n
     st = _run(fake_verbs_lib, STATUS, GDRLAB_SYSFS_ROOT=str(tmp_path))
     assert st["peer_memory_loaded"] is True and st["peer_memory_module"] == f"{module} 1.2"
     assert st["nvidia_peermem_loaded"] is nvidia and st["nvidia_peermem_version"] == ("1.2" if nvidia else None)
+
+
+def test_port_rate_comes_from_sysfs_where_the_speed_code_cannot_say_xdr(fake_verbs_lib, tmp_path):
+    # The IBVERBS_1.1 port query has no code for XDR (active_speed 0 there); sysfs's rate has it.
+    rate = tmp_path / "class" / "infiniband" / "fake0" / "ports" / "1" / "rate"
+    rate.parent.mkdir(parents=True)
+    rate.write_text("800 Gb/sec (4X XDR)\n")
+    code = "import json, gdrlab.verbs as gv\nwith gv.Device() as d:\n    print(json.dumps(d.info['ports'][0]))\n"
+    port = _run(fake_verbs_lib, code, GDRLAB_SYSFS_ROOT=str(tmp_path))
+    assert port["rate"] == "800 Gb/sec (4X XDR)" and port["active_speed"] == 0, port
+    assert _run(fake_verbs_lib, code, GDRLAB_SYSFS_ROOT=str(tmp_path / "none"))["rate"] == ""

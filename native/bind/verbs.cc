@@ -36,6 +36,7 @@ nb::dict port_dict(const PortInfo& info) {
   d["port"] = info.port;
   GDRLAB_PORT_FIELDS(GDRLAB_SET)
   d["link_layer"] = info.link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
+  d["rate"] = info.rate;
   return d;
 }
 

@@ -20,6 +20,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+std::string read_line(const std::string& path);  // first line of a (sysfs) file, "" if unreadable
+
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 const char* port_state_name(int s) {
@@ -54,7 +56,10 @@ DeviceInfo describe(const VerbsApi& api, ibv::ibv_context* ctx, const std::strin
 #define GDRLAB_COPY(f) d.f = a.f;
   GDRLAB_DEVICE_FIELDS(GDRLAB_COPY)
 #undef GDRLAB_COPY
-  for (int p = 1; p <= a.phys_port_cnt; ++p) d.ports.push_back(port_info(p, query_port(api, ctx, p)));
+  for (int p = 1; p <= a.phys_port_cnt; ++p) {
+    d.ports.push_back(port_info(p, query_port(api, ctx, p)));
+    d.ports.back().rate = read_line(sysfs_root() + "/class/infiniband/" + name + "/ports/" + std::to_string(p) + "/rate");
+  }
   return d;
 }
 

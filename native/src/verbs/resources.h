@@ -34,7 +34,9 @@ struct PortInfo {
   int link_layer = 0;   // 1 InfiniBand, 2 Ethernet (RoCE)
   int gid_tbl_len = 0;
   int active_width = 0;
-  int active_speed = 0;
+  int active_speed = 0;  // the IBVERBS_1.1 query's code: 0 on XDR and newer, which only
+                         // active_speed_ex (not filled by that query) can express
+  std::string rate;      // sysfs ports/<n>/rate, e.g. "800 Gb/sec (4X XDR)"; "" where unreadable
 };
 
 struct DeviceInfo {
