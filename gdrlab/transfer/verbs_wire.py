@@ -39,9 +39,10 @@ def apply_link_options(tclass: int | None = None, sl: int | None = None, pkey_in
         os.environ[var] = str(value)
 
 
-def link_options() -> dict[str, int]:
-    """This side's traffic class, service level and P_Key index as the engine will read them."""
-    out = {}
+def link_options() -> dict[str, int | str]:
+    """This side's traffic class, service level and P_Key index as the engine will read them (a
+    value the engine would refuse is returned as written)."""
+    out: dict[str, int | str] = {}
     for flag, (var, nccl, _) in _LINK_OPTIONS.items():
         raw = os.environ.get(var) or os.environ.get(nccl) or "0"
         out[flag.lstrip("-").replace("-", "_")] = int(raw) if raw.isdigit() else raw
