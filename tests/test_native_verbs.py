@@ -192,7 +192,10 @@ def test_default_hca_is_the_one_nearest_the_gpu(dmabuf_stand_ins, tmp_path, bus_
     d, lib = dmabuf_stand_ins
     _pci_tree(tmp_path)
     script = RUN.format(path="staged", mode=0).replace(
-        "mechanism=info[\"mechanism\"]", "mechanism=info[\"mechanism\"], device=info[\"device\"]")
+        "mechanism=info[\"mechanism\"]",
+        "mechanism=info[\"mechanism\"], device=info[\"device\"], hops=info[\"gpu_pci_hops\"]")
     out = run_with_fake_cuda(d, script, GDRLAB_IBVERBS_LIB=lib, GDRLAB_SYSFS_ROOT=str(tmp_path), FAKE_IBV_DEVICES="2",
                              GDRLAB_FAKE_CUDA_BUS_ID=bus_id)
     assert out.get("verified") is True and out["device"] == expected, out
+    # GPU and fake1 share the switch below 0000:81:00.0 (one hop each side); unknown GPU: -1.
+    assert out["hops"] == (2 if bus_id else -1), out

@@ -81,9 +81,11 @@ def require_verbs(path: str) -> None:
 
 
 def provenance_of_info(info: dict[str, Any]) -> dict[str, Any]:
-    """The provenance keys a verbs run adds: HCA, port, link layer, GID index, path MTU and how
-    each side registered its memory (host, dmabuf or peermem)."""
+    """The provenance keys a verbs run adds: HCA, port, link layer, GID index, path MTU, how
+    each side registered its memory (host, dmabuf or peermem), this side's traffic class, service
+    level and P_Key index, and the PCIe hops between the HCA and the GPU it was chosen for (-1:
+    named by GDRLAB_IB_DEV, or no GPU)."""
     return {"hca": info.get("device"), "hca_port": info.get("port"), "link_layer": info.get("link_layer"),
             "gid_index": info.get("gid_index"), "path_mtu_bytes": info.get("path_mtu_bytes"),
             "registration": info.get("mechanism"), "peer_registration": info.get("peer_mechanism"),
-            "ib_link_options": link_options()}
+            "ib_link_options": link_options(), "hca_gpu_pci_hops": info.get("gpu_pci_hops")}

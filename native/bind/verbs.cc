@@ -228,6 +228,7 @@ void bind_objects(nb::module_& v) {
     info["link_layer"] = r.link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand";
     info["gid_index"] = r.gid_index;
     info["path_mtu_bytes"] = r.path_mtu ? mtu_bytes(r.path_mtu) : 0;
+    info["gpu_pci_hops"] = r.gpu_hops;
     return nb::make_tuple(samples_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified, info);
   });
 }

@@ -152,6 +152,7 @@ VerbsRunResult VerbsClient::run(const TestSpec& spec, Buffer* user, size_t offse
   res.port = ep.link().port();
   res.link_layer = ep.link().link_layer();
   res.gid_index = ep.link().gid_index();
+  res.gpu_hops = ep.link().pd()->context()->gpu_hops();
   return session_->guarded([&](TcpWire& w) {
     ConnInfo mine = ep.link().local_info();
     ep.describe_region(&mine);

@@ -38,6 +38,7 @@ struct VerbsRunResult : RunResult {
   int link_layer = 0;            // 1 InfiniBand, 2 RoCE
   int gid_index = 0;
   int path_mtu = 0;              // ibv_mtu code
+  int gpu_hops = -1;             // PCIe hops HCA-GPU when the HCA was chosen by distance, else -1
 };
 
 struct VerbsSelection {
