@@ -76,6 +76,14 @@ def test_roce_without_table_or_sysfs_types_takes_the_later_twin(fake_verbs_lib, 
     assert out["gid_index"] == 3
 
 
+def test_roce_versions_that_differ_are_refused_before_the_first_write():
+    v4 = bytes(10) + b"\xff\xff" + bytes([10, 0, 0, 1])
+    with pytest.raises(Exception, match="RoCE versions differ: this side's GID .index 2. is RoCE v1"):
+        V.qp_rtr_attrs(1, 2, 5, 2, _conn(v4, 2, 2), local_roce_version=1)
+    for mine, peer in ((2, 2), (0, 2), (2, 0)):  # equal, or one side cannot tell
+        assert V.qp_rtr_attrs(1, 2, 5, 3, _conn(v4, 2, peer), local_roce_version=mine)["ah_attr"]["is_global"] == 1
+
+
 def test_gid_tie_break_depends_on_whether_the_type_is_known():
     v4 = bytes(10) + b"\xff\xff" + bytes([10, 0, 0, 1])
     assert V.select_gid_index([(2, v4, 0), (3, v4, 0)]) == 3
@@ -110,8 +118,9 @@ def test_plain_infiniband_stays_without_grh(fake_verbs_lib):
     assert out.get("verified") is True and out["attrs"]["is_global"] == 0, out
 
 
-def _conn(gid: bytes) -> dict:
-    return dict(qpn=0x123, psn=7, lid=5, link_layer=1, mtu=5, gid=gid, gid_index=0, rkey=1, addr=2, length=3)
+def _conn(gid: bytes, link_layer: int = 1, roce_version: int = 0) -> dict:
+    return {"qpn": 0x123, "psn": 7, "lid": 5, "link_layer": link_layer, "mtu": 5, "gid": gid, "gid_index": 3,
+            "roce_version": roce_version, "rkey": 1, "addr": 2, "length": 3}
 
 
 def test_grh_on_infiniband_when_required_or_across_subnets():

@@ -62,6 +62,7 @@ nb::dict conn_dict(const ConnInfo& c) {
   d["mtu"] = c.mtu;
   d["gid"] = nb::bytes(reinterpret_cast<const char*>(c.gid), 16);
   d["gid_index"] = c.gid_index;
+  d["roce_version"] = c.roce_version;
   d["rkey"] = c.rkey;
   d["addr"] = c.addr;
   d["length"] = c.length;
@@ -79,6 +80,7 @@ ConnInfo conn_from(const nb::dict& d) {
   if (g.size() != 16) throw_invalid("gid must be 16 bytes");
   std::memcpy(c.gid, g.c_str(), 16);
   c.gid_index = nb::cast<uint8_t>(d["gid_index"]);
+  if (d.contains("roce_version")) c.roce_version = nb::cast<uint8_t>(d["roce_version"]);
   c.rkey = nb::cast<uint32_t>(d["rkey"]);
   c.addr = nb::cast<uint64_t>(d["addr"]);
   c.length = nb::cast<uint64_t>(d["length"]);
@@ -269,17 +271,19 @@ void bind_connection(nb::module_& v) {
     return attrs_dict(qp_init_attrs(port, access, pkey_index));
   }, "port"_a, "access"_a = kDefaultAccess, "pkey_index"_a = 0);
   v.def("qp_rtr_attrs", [](int port, int link_layer, int local_mtu, int sgid_index, const nb::dict& remote,
-                           int service_level, int traffic_class, bool grh_required, const nb::bytes& local_gid) {
+                           int service_level, int traffic_class, bool grh_required, const nb::bytes& local_gid,
+                           int local_roce_version) {
     AddressOptions o;
     o.service_level = service_level;
     o.traffic_class = traffic_class;
     o.grh_required = grh_required;
+    o.local_roce_version = local_roce_version;
     if (local_gid.size() != 0 && local_gid.size() != 16) throw_invalid("local_gid is 16 bytes (or empty)");
     o.have_local_gid = local_gid.size() == 16;
     if (o.have_local_gid) std::memcpy(o.local_gid, local_gid.c_str(), 16);
     return attrs_dict(qp_rtr_attrs(port, link_layer, local_mtu, sgid_index, conn_from(remote), o));
   }, "port"_a, "link_layer"_a, "local_mtu"_a, "sgid_index"_a, "remote"_a, "service_level"_a = 0,
-        "traffic_class"_a = 0, "grh_required"_a = false, "local_gid"_a = nb::bytes(""));
+        "traffic_class"_a = 0, "grh_required"_a = false, "local_gid"_a = nb::bytes(""), "local_roce_version"_a = 0);
   v.def("qp_rts_attrs", [](uint32_t psn) { return attrs_dict(qp_rts_attrs(psn)); }, "sq_psn"_a);
 }
 

@@ -25,6 +25,7 @@ std::vector<uint8_t> encode_conn_info(const ConnInfo& c) {
   w.u8(c.mtu);
   for (uint8_t b : c.gid) w.u8(b);
   w.u8(c.gid_index);
+  w.u8(c.roce_version);
   w.u32(c.rkey);
   w.u64(c.addr);
   w.u64(c.length);
@@ -45,6 +46,7 @@ static ConnInfo read_conn_info(BodyReader& r) {
   c.mtu = r.u8();
   for (uint8_t& b : c.gid) b = r.u8();
   c.gid_index = r.u8();
+  c.roce_version = r.u8();
   c.rkey = r.u32();
   c.addr = r.u64();
   c.length = r.u64();
@@ -56,6 +58,7 @@ static ConnInfo read_conn_info(BodyReader& r) {
     throw_protocol("verbs connection data: unknown link layer " + std::to_string(c.link_layer));
   if (c.mtu < ibv::IBV_MTU_256 || c.mtu > ibv::IBV_MTU_4096)
     throw_protocol("verbs connection data: MTU code " + std::to_string(c.mtu) + " is not 1..5");
+  if (c.roce_version > 2) throw_protocol("verbs connection data: RoCE version " + std::to_string(c.roce_version) + " is not 0..2");
   return c;
 }
 
@@ -155,7 +158,13 @@ QpAttrs qp_rtr_attrs(int port, int local_link_layer, int local_mtu, int sgid_ind
   q.attr.ah_attr.sl = static_cast<uint8_t>(opt.service_level);
   q.attr.ah_attr.src_path_bits = 0;
   if (remote.link_layer == ibv::IBV_LINK_LAYER_ETHERNET) {
-    // RoCE has no LIDs: every packet carries a GRH addressed by GID.
+    // RoCE has no LIDs: every packet carries a GRH addressed by GID. v1 (Ethernet frames) and
+    // v2 (UDP/IP) do not interoperate: the first write would only time out (RETRY_EXC).
+    if (opt.local_roce_version && remote.roce_version && opt.local_roce_version != remote.roce_version)
+      throw_unavailable("RoCE versions differ: this side's GID (index " + std::to_string(sgid_index) + ") is RoCE v" +
+                        std::to_string(opt.local_roce_version) + ", the peer's (index " +
+                        std::to_string(remote.gid_index) + ") RoCE v" + std::to_string(remote.roce_version) +
+                        "; set GDRLAB_IB_GID_INDEX on both sides to RoCE v2 entries (show_gids)");
     q.attr.ah_attr.is_global = 1;
     std::memcpy(q.attr.ah_attr.grh.dgid.raw, remote.gid, 16);
     q.attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(sgid_index);
@@ -276,15 +285,13 @@ RcLink::RcLink(std::shared_ptr<ProtectionDomain> pd, const LinkConfig& cfg) : pd
   grh_required_ = (pa.flags & ibv::IBV_QPF_GRH_REQUIRED) != 0;
   pkey_index_ = resolve_pkey_index(ctx, port_, cfg_, static_cast<int>(pa.pkey_tbl_len));
   if (link_layer_ == ibv::IBV_LINK_LAYER_ETHERNET) {
-    if (cfg_.gid_index >= 0) {
-      gid_index_ = cfg_.gid_index;
-    } else {
-      std::vector<GidEntry> table = gid_table(ctx, port_, pa.gid_tbl_len);
-      gid_index_ = select_gid_index(table);
-      if (gid_index_ < 0)
-        throw_unavailable(ctx.name() + " port " + std::to_string(port_) +
-                          " has no usable GID (no IP address on its netdev?); set GDRLAB_IB_GID_INDEX");
-    }
+    const std::vector<GidEntry> table = gid_table(ctx, port_, pa.gid_tbl_len);
+    gid_index_ = cfg_.gid_index >= 0 ? cfg_.gid_index : select_gid_index(table);
+    if (gid_index_ < 0)
+      throw_unavailable(ctx.name() + " port " + std::to_string(port_) +
+                        " has no usable GID (no IP address on its netdev?); set GDRLAB_IB_GID_INDEX");
+    for (const GidEntry& e : table)
+      if (e.index == gid_index_) roce_version_ = e.roce_version;  // 0 where the type is unknown
     gid_ = ctx.gid(port_, gid_index_);
   } else {
     gid_ = ctx.gid(port_, 0);
@@ -325,6 +332,7 @@ ConnInfo RcLink::local_info() const {
   c.mtu = static_cast<uint8_t>(mtu_);
   std::memcpy(c.gid, gid_.raw, 16);
   c.gid_index = static_cast<uint8_t>(gid_index_);
+  c.roce_version = static_cast<uint8_t>(roce_version_);
   return c;
 }
 
@@ -335,6 +343,7 @@ void RcLink::connect(const ConnInfo& remote) {
   opt.traffic_class = cfg_.traffic_class;
   opt.grh_required = grh_required_;
   opt.have_local_gid = link_layer_ == ibv::IBV_LINK_LAYER_INFINIBAND;
+  opt.local_roce_version = roce_version_;
   std::memcpy(opt.local_gid, gid_.raw, 16);
   QpAttrs rtr = qp_rtr_attrs(port_, link_layer_, mtu_, gid_index_, remote, opt);
   int rc = api.modify_qp(qp_->get(), &rtr.attr, rtr.mask);

@@ -20,7 +20,7 @@
 namespace gdrlab {
 
 constexpr uint32_t kVerbsConnMagic = 0x53425256u;  // "VRBS" in memory order
-constexpr uint8_t kVerbsConnVersion = 1;
+constexpr uint8_t kVerbsConnVersion = 2;  // 2: roce_version added
 
 struct ConnInfo {
   uint32_t qpn = 0;        // 24 bits
@@ -30,6 +30,7 @@ struct ConnInfo {
   uint8_t mtu = 0;         // ibv_mtu of the port (active_mtu)
   uint8_t gid[16] = {};
   uint8_t gid_index = 0;   // the sender's own index (informational: the peer uses its own)
+  uint8_t roce_version = 0;  // RoCE version of the sender's GID (1, 2; 0 unknown or InfiniBand)
   uint32_t rkey = 0;       // the region the peer may write
   uint64_t addr = 0;
   uint64_t length = 0;
@@ -70,6 +71,7 @@ struct AddressOptions {
   bool grh_required = false;  // our port's IBV_QPF_GRH_REQUIRED (virtualised IB, SR-IOV VFs)
   bool have_local_gid = false;
   uint8_t local_gid[16] = {};  // InfiniBand: our GID 0, whose subnet prefix is compared with the peer's
+  int local_roce_version = 0;  // RoCE: our GID's version; a known one that differs from the peer's is refused
 };
 // local_mtu: our port's active_mtu; sgid_index used on RoCE, and on InfiniBand when a GRH is
 // needed (the port requires one, or the peers' subnet prefixes differ), as NCCL's ncclIbQpRtr.
@@ -143,7 +145,7 @@ class RcLink {
   std::unique_ptr<CompletionQueue> cq_;
   std::unique_ptr<QueuePair> qp_;
   // The port as connected: number, GID index (RoCE), link layer, active MTU, LID (InfiniBand).
-  int port_ = 1, gid_index_ = 0, link_layer_ = 0, mtu_ = 0, pkey_index_ = 0;
+  int port_ = 1, gid_index_ = 0, link_layer_ = 0, mtu_ = 0, pkey_index_ = 0, roce_version_ = 0;
   bool grh_required_ = false;
   uint16_t lid_ = 0;
   ibv::ibv_gid gid_{};
