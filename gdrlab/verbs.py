@@ -56,12 +56,17 @@ def devices() -> list[dict]:
 
 
 def peer_memory_status() -> dict:
-    """How GPU memory could be registered here: ``nvidia_peermem_loaded`` (and its version),
-    ``reg_dmabuf_mr`` (libibverbs exports it, IBVERBS_1.12) and ``cuda_dmabuf`` (the driver can
-    export dma-bufs), each with a reason when false."""
-    loaded, version = _v().peermem_loaded()
+    """How GPU memory could be registered here: ``peer_memory_loaded`` with ``peer_memory_module``
+    (``nvidia_peermem`` or MLNX_OFED's legacy ``nv_peer_mem``, and its version),
+    ``nvidia_peermem_loaded`` (and its version), ``reg_dmabuf_mr`` (libibverbs exports it,
+    IBVERBS_1.12) and ``cuda_dmabuf`` (the driver can export dma-bufs), each with a reason when
+    false."""
+    loaded, module = _v().peermem_loaded()
     st = status()
-    out: dict[str, Any] = {"nvidia_peermem_loaded": bool(loaded), "nvidia_peermem_version": version or None}
+    name, _, version = (module or "").partition(" ")
+    nvidia = bool(loaded) and name == "nvidia_peermem"
+    out: dict[str, Any] = {"peer_memory_loaded": bool(loaded), "peer_memory_module": module or None,
+                           "nvidia_peermem_loaded": nvidia, "nvidia_peermem_version": (version or None) if nvidia else None}
     if st["library_found"]:
         out["reg_dmabuf_mr"] = bool(_v().has_reg_dmabuf_mr())
         out["reg_dmabuf_mr_reason"] = "" if out["reg_dmabuf_mr"] else "libibverbs older than rdma-core 34 (IBVERBS_1.12)"

@@ -136,28 +136,28 @@ GID_V6 = bytes.fromhex("20010db8000000000000000000000042")
 
 def _conn(**kw) -> dict:
     c = {"qpn": 0x1234, "psn": 0xABCDEF, "lid": 7, "link_layer": 1, "mtu": 5, "gid": GID_LL, "gid_index": 0,
-         "rkey": 0xDEADBEEF, "addr": 0x7F0000001000, "length": 1 << 20}
+         "roce_version": 0, "rkey": 0xDEADBEEF, "addr": 0x7F0000001000, "length": 1 << 20}
     c.update(kw)
     return c
 
 
 def _by_hand(c: dict) -> bytes:
-    # magic "VRBS", version 1, then little-endian fields in the documented order.
-    return (b"VRBS" + struct.pack("<BIIIBB", 1, c["qpn"], c["psn"], c["lid"], c["link_layer"], c["mtu"])
-            + c["gid"] + struct.pack("<BIQQ", c["gid_index"], c["rkey"], c["addr"], c["length"]))
+    # magic "VRBS", version 2, then little-endian fields in the documented order.
+    return (b"VRBS" + struct.pack("<BIIIBB", 2, c["qpn"], c["psn"], c["lid"], c["link_layer"], c["mtu"])
+            + c["gid"] + struct.pack("<BBIQQ", c["gid_index"], c["roce_version"], c["rkey"], c["addr"], c["length"]))
 
 
 def test_conn_info_encoding_matches_the_documented_layout():
     c = _conn()
     assert V.encode_conn_info(c) == _by_hand(c)
     assert V.decode_conn_info(_by_hand(c)) == c
-    roce = _conn(link_layer=2, lid=0, gid=GID_V4, gid_index=3, mtu=3)
+    roce = _conn(link_layer=2, lid=0, gid=GID_V4, gid_index=3, mtu=3, roce_version=2)
     assert V.decode_conn_info(V.encode_conn_info(roce)) == roce
 
 
 @pytest.mark.parametrize("change, message", [
     (lambda b: b"XRBS" + b[4:], "magic"),
-    (lambda b: b[:4] + b"\x02" + b[5:], "version"),
+    (lambda b: b[:4] + b"\x01" + b[5:], "version"),
     (lambda b: b[:-1], "short|need|bytes"),
     (lambda b: b + b"\x00", "trailing"),
 ])
@@ -168,13 +168,15 @@ def test_conn_info_rejects_malformed_bodies(change, message):
 
 @pytest.mark.parametrize("field, value", [
     ("qpn", 0), ("qpn", 1 << 24), ("psn", 1 << 24), ("lid", 1 << 16), ("mtu", 0), ("mtu", 6), ("link_layer", 3),
+    ("roce_version", 3),
 ])
 def test_conn_info_rejects_out_of_range_fields(field, value):
     c = _conn()
     c[field] = value
-    raw = (b"VRBS" + struct.pack("<BIIIBB", 1, c["qpn"], c["psn"], c["lid"], c["link_layer"], c["mtu"])
-           + c["gid"] + struct.pack("<BIQQ", c["gid_index"], c["rkey"], c["addr"], c["length"]))
-    with pytest.raises(ProtocolError, match=field.upper() if field in ("qpn", "psn", "lid", "mtu") else "link layer"):
+    raw = (b"VRBS" + struct.pack("<BIIIBB", 2, c["qpn"], c["psn"], c["lid"], c["link_layer"], c["mtu"])
+           + c["gid"] + struct.pack("<BBIQQ", c["gid_index"], c["roce_version"], c["rkey"], c["addr"], c["length"]))
+    expected = {"link_layer": "link layer", "roce_version": "RoCE version"}.get(field, field.upper())
+    with pytest.raises(ProtocolError, match=expected):
         V.decode_conn_info(raw)
 
 

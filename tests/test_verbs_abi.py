@@ -50,6 +50,7 @@ FIELDS = {
                     "min_rnr_timer", "port_num", "timeout", "retry_cnt", "rnr_retry", "alt_port_num", "alt_timeout",
                     "rate_limit"],
     "ibv_sge": ["addr", "length", "lkey"],
+    "ibv_gid_entry": ["gid", "gid_index", "port_num", "gid_type", "ndev_ifindex"],
     "ibv_send_wr": ["wr_id", "next", "sg_list", "num_sge", "opcode", "send_flags", "imm_data", "wr.rdma.remote_addr",
                     "wr.rdma.rkey", "wr.ud.remote_qpn", "qp_type.xrc.remote_srqn", "bind_mw.bind_info", "tso.mss"],
     "ibv_recv_wr": ["wr_id", "next", "sg_list", "num_sge"],

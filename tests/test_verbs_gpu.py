@@ -61,10 +61,10 @@ def test_gpu_registration_through_dmabuf_or_peermem():
             pytest.skip(f"GPU memory cannot be registered here: {exc}")
         assert mr.mechanism in ("dmabuf", "peermem")
         if mr.mechanism == "peermem":
-            assert pm["nvidia_peermem_loaded"] and mr.fallback_reason
+            assert pm["peer_memory_loaded"] and mr.fallback_reason
         assert mr.length == buf.size and mr.address == buf.address and mr.reg_us > 0
         mr.close()
-        if not pm["nvidia_peermem_loaded"]:
+        if not pm["peer_memory_loaded"]:
             # Without a peer-memory client, ibv_reg_mr cannot pin GPU pages.
             with pytest.raises(VerbsError) as ei:
                 pd.reg_mr(buf)

@@ -35,6 +35,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help=f"pipelined buffers in flight (default {DEFAULT_PIPELINE_DEPTH})")
     p.add_argument("--device", type=int, default=0, help="GPU for GPU paths (default 0)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds any blocking call may wait")
+    p.add_argument("--tclass", type=int, default=None,
+                   help="verbs: GRH traffic class, e.g. 106 for DSCP 26 on lossless RoCE (default $GDRLAB_IB_TC, 0)")
+    p.add_argument("--sl", type=int, default=None, help="verbs: InfiniBand service level 0..15 (default $GDRLAB_IB_SL, 0)")
+    p.add_argument("--pkey-index", type=int, default=None,
+                   help="verbs: index in the port's P_Key table (default $GDRLAB_IB_PKEY_INDEX, 0)")
     p.add_argument("--mpi", action="store_true",
                    help="run as two MPI ranks (mpirun -n 2): rank 1 serves, rank 0 measures")
     add_json_flag(p)
@@ -74,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
     from ..units import parse_size
 
     chunk = parse_size(args.chunk) if args.chunk is not None else None
+    if (args.tclass, args.sl, args.pkey_index) != (None, None, None):
+        from ..transfer.verbs_wire import apply_link_options
+        apply_link_options(args.tclass, args.sl, args.pkey_index)
     if args.mpi:
         from ..transfer.mpi import bench_mpi
         status, df = bench_mpi(args, chunk, _progress(args))

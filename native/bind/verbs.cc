@@ -15,6 +15,7 @@
 #include "core/buffer.h"
 #include "core/error.h"
 #include "verbs/api.h"
+#include "verbs/hca.h"
 #include "verbs/qp.h"
 #include "verbs/resources.h"
 #include "verbs/session.h"
@@ -35,6 +36,7 @@ nb::dict port_dict(const PortInfo& info) {
   d["port"] = info.port;
   GDRLAB_PORT_FIELDS(GDRLAB_SET)
   d["link_layer"] = info.link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
+  d["rate"] = info.rate;
   return d;
 }
 
@@ -60,6 +62,7 @@ nb::dict conn_dict(const ConnInfo& c) {
   d["mtu"] = c.mtu;
   d["gid"] = nb::bytes(reinterpret_cast<const char*>(c.gid), 16);
   d["gid_index"] = c.gid_index;
+  d["roce_version"] = c.roce_version;
   d["rkey"] = c.rkey;
   d["addr"] = c.addr;
   d["length"] = c.length;
@@ -77,6 +80,7 @@ ConnInfo conn_from(const nb::dict& d) {
   if (g.size() != 16) throw_invalid("gid must be 16 bytes");
   std::memcpy(c.gid, g.c_str(), 16);
   c.gid_index = nb::cast<uint8_t>(d["gid_index"]);
+  if (d.contains("roce_version")) c.roce_version = nb::cast<uint8_t>(d["roce_version"]);
   c.rkey = nb::cast<uint32_t>(d["rkey"]);
   c.addr = nb::cast<uint64_t>(d["addr"]);
   c.length = nb::cast<uint64_t>(d["length"]);
@@ -167,13 +171,19 @@ void bind_probes(nb::module_& v) {
     return std::make_tuple(ok, ver);
   });
   v.def("has_reg_dmabuf_mr", []() { return verbs().reg_dmabuf_mr != nullptr; });
+  v.def("dmabuf_errno_means_unsupported", &dmabuf_errno_means_unsupported, "err"_a);
+  v.def("hca_allowed", [](const std::string& spec, const std::string& device, int port) {
+    return hca_allowed(parse_hca_filter(spec), device, port);
+  }, "spec"_a, "device"_a, "port"_a);
+  v.def("pci_hops", &pci_hops, "a"_a, "b"_a);
   v.def("verbs_hint", &verbs_hint, "call"_a, "err"_a, "gpu_memory"_a);
 }
 
 // Device -> ProtectionDomain -> MemoryRegion, and the verbs wire's client.
 void bind_objects(nb::module_& v) {
   nb::class_<Context>(v, "Context")
-      .def(nb::new_([](const std::string& name) { return std::make_shared<Context>(name); }), "name"_a = "")
+      .def(nb::new_([](const std::string& name, int gpu) { return std::make_shared<Context>(name, gpu); }),
+           "name"_a = "", "gpu"_a = -1)
       .def_prop_ro("name", &Context::name)
       .def_prop_ro("info", [](const Context& c) { return device_dict(c.info()); })
       .def("port_attr", [](const Context& c, int port) {
@@ -220,6 +230,7 @@ void bind_objects(nb::module_& v) {
     info["link_layer"] = r.link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand";
     info["gid_index"] = r.gid_index;
     info["path_mtu_bytes"] = r.path_mtu ? mtu_bytes(r.path_mtu) : 0;
+    info["gpu_pci_hops"] = r.gpu_hops;
     return nb::make_tuple(samples_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified, info);
   });
 }
@@ -256,11 +267,23 @@ void bind_connection(nb::module_& v) {
     }
     return select_gid_index(t);
   }, "table"_a);
-  v.def("qp_init_attrs", [](int port, int access) { return attrs_dict(qp_init_attrs(port, access)); }, "port"_a,
-        "access"_a = kDefaultAccess);
-  v.def("qp_rtr_attrs", [](int port, int link_layer, int local_mtu, int sgid_index, const nb::dict& remote) {
-    return attrs_dict(qp_rtr_attrs(port, link_layer, local_mtu, sgid_index, conn_from(remote)));
-  }, "port"_a, "link_layer"_a, "local_mtu"_a, "sgid_index"_a, "remote"_a);
+  v.def("qp_init_attrs", [](int port, int access, int pkey_index) {
+    return attrs_dict(qp_init_attrs(port, access, pkey_index));
+  }, "port"_a, "access"_a = kDefaultAccess, "pkey_index"_a = 0);
+  v.def("qp_rtr_attrs", [](int port, int link_layer, int local_mtu, int sgid_index, const nb::dict& remote,
+                           int service_level, int traffic_class, bool grh_required, const nb::bytes& local_gid,
+                           int local_roce_version) {
+    AddressOptions o;
+    o.service_level = service_level;
+    o.traffic_class = traffic_class;
+    o.grh_required = grh_required;
+    o.local_roce_version = local_roce_version;
+    if (local_gid.size() != 0 && local_gid.size() != 16) throw_invalid("local_gid is 16 bytes (or empty)");
+    o.have_local_gid = local_gid.size() == 16;
+    if (o.have_local_gid) std::memcpy(o.local_gid, local_gid.c_str(), 16);
+    return attrs_dict(qp_rtr_attrs(port, link_layer, local_mtu, sgid_index, conn_from(remote), o));
+  }, "port"_a, "link_layer"_a, "local_mtu"_a, "sgid_index"_a, "remote"_a, "service_level"_a = 0,
+        "traffic_class"_a = 0, "grh_required"_a = false, "local_gid"_a = nb::bytes(""), "local_roce_version"_a = 0);
   v.def("qp_rts_attrs", [](uint32_t psn) { return attrs_dict(qp_rts_attrs(psn)); }, "sq_psn"_a);
 }
 

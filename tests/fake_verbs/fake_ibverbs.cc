@@ -8,17 +8,32 @@
 // right states, lkey/rkey bounds and REMOTE_WRITE access. A receive-not-ready write waits for a
 // receive, as RNR retry with rnr_retry = 7 does.
 //
-// Built with fake_ibverbs.map, it exports the IBVERBS_1.1 calls and IBVERBS_1.8's
-// ibv_reg_mr_iova2 under those version names, but not IBVERBS_1.12's ibv_reg_dmabuf_mr.
+// Built with fake_ibverbs.map, it exports the IBVERBS_1.1 calls, IBVERBS_1.5's ibv_get_pkey_index,
+// IBVERBS_1.8's ibv_reg_mr_iova2 and IBVERBS_1.11's _ibv_query_gid_table under those version
+// names, but not IBVERBS_1.12's ibv_reg_dmabuf_mr. Built with -DFAKE_IBV_WITH_DMABUF and
+// fake_ibverbs_dmabuf.map it exports that one too.
 //
 // Environment: FAKE_IBV_CORRUPT=1 flips one byte of every non-empty write (to prove that
 // verification catches it); FAKE_IBV_MAX_MR=N fails registrations larger than N bytes with ENOMEM.
+// FAKE_IBV_LINK=roce makes the port Ethernet with four GIDs, as mlx5 lists one IPv4 address:
+// 0 fe80:: v1, 1 fe80:: v2, 2 ::ffff:10.0.0.1 v1, 3 ::ffff:10.0.0.1 v2 (no sysfs types exist);
+// FAKE_IBV_NO_GID_TABLE=1 makes _ibv_query_gid_table fail (EOPNOTSUPP), as before rdma-core 32.
+// FAKE_IBV_GRH_REQUIRED=1 sets IBV_QPF_GRH_REQUIRED on the port: an address vector without a GRH
+// is refused with EINVAL, as the kernel's rdma_check_ah_attr does. The P_Key table is
+// {0xffff, 0x8001}; a QP given an index past it is refused. FAKE_IBV_DMABUF_ERRNO=NAME makes
+// ibv_reg_dmabuf_mr fail with that errno (EPROTONOSUPPORT, ENOTTY, EOPNOTSUPP, EINVAL, EFAULT);
+// unset, it registers like ibv_reg_mr. FAKE_IBV_SLOW_RECV_US=N makes a poll that returns a
+// receive completion take N microseconds more (a receiver slower than its sender).
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "verbs/abi.h"
@@ -39,6 +54,9 @@ struct FakeQp {
   int posted_recvs = 0;
   std::deque<std::pair<uint64_t, uint32_t>> pending;  // (unused, imm) waiting for a receive
   std::deque<uint64_t> recv_ids;
+  // Ranges written with an immediate whose receive completion the owner has not polled yet, in
+  // arrival order (zero-length for ACKs): the receiver may still be copying them out.
+  std::deque<std::pair<uint64_t, uint64_t>> unconsumed;
 };
 
 struct FakeMr {
@@ -47,6 +65,37 @@ struct FakeMr {
 };
 
 std::mutex mu;
+constexpr uint16_t kPkeys[] = {0xffff, 0x8001};
+constexpr int kRoceGids = 4;
+// What the last INIT and RTR transitions asked for, for tests: pkey_index, is_global, sgid_index,
+// traffic_class, sl, hop_limit.
+int last_attrs[6] = {-1, -1, -1, -1, -1, -1};
+int fork_inits = 0;
+// Writes that landed on bytes of an earlier message the receiver had not consumed yet.
+int overwrites = 0;
+
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+bool roce() {
+  const char* v = std::getenv("FAKE_IBV_LINK");
+  return v && std::strcmp(v, "roce") == 0;
+}
+int gid_count() { return roce() ? kRoceGids : 1; }
+
+void fill_gid(int index, ibv_gid* g) {
+  std::memset(g, 0, sizeof *g);
+  if (!roce() || index < 2) {  // fe80::11 (IB port GID, or the RoCE link-local pair)
+    g->raw[0] = 0xfe;
+    g->raw[1] = 0x80;
+    g->raw[15] = 0x11;
+    return;
+  }
+  g->raw[10] = g->raw[11] = 0xff;  // ::ffff:10.0.0.1
+  g->raw[12] = 10;
+  g->raw[15] = 1;
+}
 std::map<uint32_t, FakeQp*> qps;
 std::vector<FakeMr*> mrs;
 // Teardown out of order: a region deregistered or a PD freed while a QP of that PD still lives,
@@ -54,8 +103,8 @@ std::vector<FakeMr*> mrs;
 int order_violations = 0;
 uint32_t next_qpn = 0x100;
 uint32_t next_key = 0x1000;
-ibv_device the_device;
-ibv_device* the_list[2] = {&the_device, nullptr};
+ibv_device the_devices[4];
+ibv_device* the_list[5] = {};
 
 int fake_poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
 int fake_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
@@ -87,6 +136,19 @@ void deliver(FakeQp* q) {
   }
 }
 
+// An address vector as the kernel and mlx5 check it: RoCE needs a GRH with a valid source GID;
+// InfiniBand needs a LID, and a GRH where the port requires one.
+bool address_ok(const ibv_ah_attr& ah) {
+  if (ah.is_global) {
+    if (ah.grh.sgid_index >= gid_count() || ah.grh.hop_limit == 0) return false;
+    bool zero = true;
+    for (uint8_t b : ah.grh.dgid.raw) zero = zero && b == 0;
+    if (zero) return false;
+  }
+  if (roce()) return ah.is_global;
+  return ah.dlid != 0 && (ah.is_global || !env_on("FAKE_IBV_GRH_REQUIRED"));
+}
+
 bool check_mask(int mask, int required, int optional) {
   return (mask & required) == required && (mask & ~(required | optional)) == 0;
 }
@@ -95,11 +157,18 @@ bool check_mask(int mask, int required, int optional) {
 
 extern "C" {
 
+// FAKE_IBV_DEVICES=N (1..4, default 1): devices fake0..fake<N-1>, alike.
 ibv_device** ibv_get_device_list(int* n) {
-  std::strcpy(the_device.name, "fake0");
-  the_device.node_type = IBV_NODE_CA;
-  the_device.transport_type = IBV_TRANSPORT_IB;
-  if (n) *n = 1;
+  const char* e = std::getenv("FAKE_IBV_DEVICES");
+  const int count = e ? std::max(1, std::min(4, std::atoi(e))) : 1;
+  for (int i = 0; i < count; ++i) {
+    std::snprintf(the_devices[i].name, sizeof the_devices[i].name, "fake%d", i);
+    the_devices[i].node_type = IBV_NODE_CA;
+    the_devices[i].transport_type = IBV_TRANSPORT_IB;
+    the_list[i] = &the_devices[i];
+  }
+  the_list[count] = nullptr;
+  if (n) *n = count;
   return the_list;
 }
 void ibv_free_device_list(ibv_device**) {}
@@ -137,18 +206,46 @@ int ibv_query_port(ibv_context*, uint8_t port, ibv_port_attr* a) {
   a->state = IBV_PORT_ACTIVE;
   a->max_mtu = IBV_MTU_4096;
   a->active_mtu = IBV_MTU_4096;
-  a->lid = 0x11;
-  a->link_layer = IBV_LINK_LAYER_INFINIBAND;
-  a->gid_tbl_len = 1;
+  a->lid = roce() ? 0 : 0x11;
+  a->link_layer = roce() ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
+  a->gid_tbl_len = gid_count();
+  a->pkey_tbl_len = 2;
+  a->flags = env_on("FAKE_IBV_GRH_REQUIRED") ? IBV_QPF_GRH_REQUIRED : 0;
   return 0;
 }
 
 int ibv_query_gid(ibv_context*, uint8_t, int index, ibv_gid* g) {
-  if (index != 0) return EINVAL;
-  std::memset(g, 0, sizeof *g);
-  g->raw[0] = 0xfe;
-  g->raw[1] = 0x80;
-  g->raw[15] = 0x11;
+  if (index < 0 || index >= gid_count()) return EINVAL;
+  fill_gid(index, g);
+  return 0;
+}
+
+// IBVERBS_1.11: every port's valid entries with their types.
+long _ibv_query_gid_table(ibv_context*, ibv_gid_entry* entries, size_t max, uint32_t flags, size_t entry_size) {
+  if (env_on("FAKE_IBV_NO_GID_TABLE")) return -EOPNOTSUPP;
+  if (flags || entry_size < sizeof(ibv_gid_entry) || max < static_cast<size_t>(gid_count())) return -EINVAL;
+  for (int i = 0; i < gid_count(); ++i) {
+    ibv_gid_entry& e = entries[i];
+    std::memset(&e, 0, sizeof e);
+    fill_gid(i, &e.gid);
+    e.gid_index = static_cast<uint32_t>(i);
+    e.port_num = 1;
+    e.gid_type = !roce() ? IBV_GID_TYPE_IB : (i % 2 ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1);
+  }
+  return gid_count();
+}
+
+// IBVERBS_1.5: the index of a P_Key (network byte order) in the port's table, or -1.
+int ibv_get_pkey_index(ibv_context*, uint8_t port, uint16_t pkey_be) {
+  const uint16_t want = static_cast<uint16_t>((pkey_be >> 8) | (pkey_be << 8));
+  for (int i = 0; port == 1 && i < 2; ++i)
+    if (kPkeys[i] == want) return i;
+  return -1;
+}
+
+int ibv_fork_init(void) {
+  std::lock_guard<std::mutex> l(mu);
+  ++fork_inits;
   return 0;
 }
 
@@ -211,6 +308,43 @@ int fake_ibv_live_qps() {
   return static_cast<int>(qps.size());
 }
 
+// For tests: the last INIT/RTR attributes (pkey_index, is_global, sgid_index, traffic_class, sl,
+// hop_limit) and how often ibv_fork_init was called.
+void fake_ibv_last_attrs(int* out) {
+  std::lock_guard<std::mutex> l(mu);
+  std::memcpy(out, last_attrs, sizeof last_attrs);
+}
+int fake_ibv_fork_inits() {
+  std::lock_guard<std::mutex> l(mu);
+  return fork_inits;
+}
+// For tests: writes into a range whose earlier write-with-immediate the receiver had not yet
+// polled (it could still be copying that message out when the new bytes landed).
+int fake_ibv_unconsumed_overwrites() {
+  std::lock_guard<std::mutex> l(mu);
+  return overwrites;
+}
+
+#ifdef FAKE_IBV_WITH_DMABUF
+// IBVERBS_1.12. The "dma-buf" is ignored: the stand-in's GPU memory is host memory at iova.
+ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int fd, int access) {
+  static const std::pair<const char*, int> names[] = {{"EPROTONOSUPPORT", EPROTONOSUPPORT}, {"ENOTTY", ENOTTY},
+                                                      {"EOPNOTSUPP", EOPNOTSUPP}, {"EINVAL", EINVAL},
+                                                      {"EFAULT", EFAULT}, {"EBADF", EBADF}};
+  if (const char* want = std::getenv("FAKE_IBV_DMABUF_ERRNO"))
+    for (const auto& [name, err] : names)
+      if (std::strcmp(want, name) == 0) {
+        errno = err;
+        return nullptr;
+      }
+  if (fd < 0 || (offset & 4095) != (iova & 4095)) {  // what the kernel's REG_DMABUF_MR checks
+    errno = fd < 0 ? EBADF : EINVAL;
+    return nullptr;
+  }
+  return ibv_reg_mr(pd, reinterpret_cast<void*>(iova), len, access & ~IBV_ACCESS_RELAXED_ORDERING);
+}
+#endif
+
 int ibv_dereg_mr(ibv_mr* mr) {
   std::lock_guard<std::mutex> l(mu);
   for (auto& kv : qps) order_violations += kv.second->qp.pd == mr->pd;
@@ -267,14 +401,19 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
   const int from = q->qp.state, to = a->qp_state;
   bool ok = false;
   if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) {
-    ok = check_mask(mask, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, 0) && a->port_num == 1;
+    ok = check_mask(mask, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, 0) && a->port_num == 1 &&
+         a->pkey_index < 2;
+    last_attrs[0] = a->pkey_index;
   } else if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) {
     ok = check_mask(mask, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
                     IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX) &&
-         a->ah_attr.dlid != 0 && !a->ah_attr.is_global && a->ah_attr.port_num == 1 &&
+         address_ok(a->ah_attr) && a->ah_attr.port_num == 1 &&
          a->path_mtu >= IBV_MTU_256 && a->path_mtu <= q->port_mtu && qps.count(a->dest_qp_num) && a->rq_psn <= 0xFFFFFF;
     if (ok) q->dest_qpn = a->dest_qp_num;
+    const ibv_ah_attr& ah = a->ah_attr;
+    const int rtr[5] = {ah.is_global, ah.grh.sgid_index, ah.grh.traffic_class, ah.sl, ah.grh.hop_limit};
+    std::memcpy(last_attrs + 1, rtr, sizeof rtr);
   } else if (from == IBV_QPS_RTR && to == IBV_QPS_RTS) {
     ok = check_mask(mask, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                               IBV_QP_MAX_QP_RD_ATOMIC,
@@ -301,13 +440,25 @@ const char* ibv_wc_status_str(ibv_wc_status s) { return s == IBV_WC_SUCCESS ? "s
 namespace {
 
 int fake_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
-  std::lock_guard<std::mutex> l(mu);
-  auto* f = reinterpret_cast<FakeCq*>(cq);
+  // FAKE_IBV_SLOW_RECV_US=N: a receiver slower than its sender, N microseconds per message.
+  static const char* slow = std::getenv("FAKE_IBV_SLOW_RECV_US");
+  bool got_recv = false;
   int k = 0;
-  while (k < n && !f->wcs.empty()) {
-    wc[k++] = f->wcs.front();
-    f->wcs.pop_front();
+  {
+    std::lock_guard<std::mutex> l(mu);
+    auto* f = reinterpret_cast<FakeCq*>(cq);
+    while (k < n && !f->wcs.empty()) {
+      wc[k] = f->wcs.front();
+      f->wcs.pop_front();
+      if (wc[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        got_recv = true;
+        auto it = qps.find(wc[k].qp_num);
+        if (it != qps.end() && !it->second->unconsumed.empty()) it->second->unconsumed.pop_front();
+      }
+      ++k;
+    }
   }
+  if (got_recv && slow) std::this_thread::sleep_for(std::chrono::microseconds(std::atoi(slow)));
   return k;
 }
 
@@ -351,18 +502,23 @@ int fake_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     auto it = qps.find(q->dest_qpn);
     if (it == qps.end() || it->second->qp.state < IBV_QPS_RTR) {
       status = IBV_WC_RETRY_EXC_ERR;
+    } else if (!len && wr->opcode == IBV_WR_RDMA_WRITE && wr->wr.rdma.rkey == 0) {
+      status = IBV_WC_REM_ACCESS_ERR;  // as adapters that validate even zero-length writes
     } else if (len) {
       FakeMr* src = find_mr(wr->sg_list[0].addr, len, wr->sg_list[0].lkey, false);
       FakeMr* dst = find_mr(wr->wr.rdma.remote_addr, len, wr->wr.rdma.rkey, true);
       if (!src) status = IBV_WC_LOC_PROT_ERR;
       else if (!dst || !(dst->access & IBV_ACCESS_REMOTE_WRITE)) status = IBV_WC_REM_ACCESS_ERR;
       else {
+        const uint64_t a = wr->wr.rdma.remote_addr;
+        for (const auto& [ua, ul] : it->second->unconsumed) overwrites += ul && a < ua + ul && ua < a + len;
         std::memmove(reinterpret_cast<void*>(wr->wr.rdma.remote_addr),
                      reinterpret_cast<void*>(wr->sg_list[0].addr), len);
         if (corrupt) reinterpret_cast<uint8_t*>(wr->wr.rdma.remote_addr)[len / 2] ^= 0x5a;
       }
     }
     if (status == IBV_WC_SUCCESS && wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+      it->second->unconsumed.push_back({wr->wr.rdma.remote_addr, len});
       it->second->pending.push_back({0, wr->imm_data});
       deliver(it->second);
     }

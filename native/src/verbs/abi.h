@@ -29,6 +29,9 @@ enum ibv_port_state {
 };
 
 enum { IBV_LINK_LAYER_UNSPECIFIED = 0, IBV_LINK_LAYER_INFINIBAND = 1, IBV_LINK_LAYER_ETHERNET = 2 };
+// ibv_port_attr.flags: the port sends and accepts only packets with a GRH (virtualised IB, VFs).
+enum ibv_port_attr_flags { IBV_QPF_GRH_REQUIRED = 1 << 0 };
+enum ibv_gid_type { IBV_GID_TYPE_IB, IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2 };
 
 enum ibv_access_flags {
   IBV_ACCESS_LOCAL_WRITE = 1,
@@ -123,6 +126,15 @@ union ibv_gid {
     uint64_t subnet_prefix;  // big-endian on the wire
     uint64_t interface_id;
   } global;
+};
+
+// _ibv_query_gid_table's entry (rdma-core 32+); entry_size is passed, so the library fills this prefix.
+struct ibv_gid_entry {
+  union ibv_gid gid;
+  uint32_t gid_index;
+  uint32_t port_num;
+  uint32_t gid_type;  // enum ibv_gid_type
+  uint32_t ndev_ifindex;
 };
 
 struct _ibv_device_ops {

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "verbs/resources.h"
 
 namespace gdrlab {
 namespace {
@@ -49,7 +50,7 @@ Loaded& state() {
   L.api.name = reinterpret_cast<ret(*) args>(resolve(h, sym, ver));         \
   if (!L.api.name) missing += std::string(missing.empty() ? "" : ", ") + sym + "@" + ver;
 #define GDRLAB_IBV_OPT(name, sym, ver, ret, args) \
-  L.api.name = reinterpret_cast<ret(*) args>(dlvsym(h, sym, ver));
+  L.api.name = reinterpret_cast<ret(*) args>(resolve(h, sym, ver));
     GDRLAB_IBV_SYMBOLS(GDRLAB_IBV_REQ, GDRLAB_IBV_OPT)
 #undef GDRLAB_IBV_REQ
 #undef GDRLAB_IBV_OPT
@@ -159,9 +160,18 @@ void require_rdma_device() {
 
 std::string verbs_hint(const std::string& call, int err, bool gpu_memory) {
   const bool reg = call.find("reg_") != std::string::npos;
-  if (reg && err == EFAULT && gpu_memory)
-    return "this is GPU memory and no peer-memory client claimed it: load nvidia_peermem "
-           "(modprobe nvidia_peermem) or register through dma-buf (ibv_reg_dmabuf_mr)";
+  const bool dmabuf = call.find("dmabuf") != std::string::npos;
+  if (reg && err == EFAULT && gpu_memory) {
+    std::string loaded;
+    if (!dmabuf && peermem_loaded(&loaded))
+      return "the peer-memory module (" + loaded + ") refused the range: it pins whole 64 KiB GPU pages, so the "
+             "range must lie inside one cudaMalloc/cuMemAlloc allocation; VMM memory made without "
+             "gpuDirectRDMACapable (e.g. PyTorch expandable segments), managed memory and host memory are refused";
+    if (!dmabuf)
+      return "this is GPU memory and no peer-memory client claimed it: load nvidia_peermem "
+             "(modprobe nvidia_peermem) or register through dma-buf (ibv_reg_dmabuf_mr)";
+    return "the dma-buf range is outside the exported GPU allocation";
+  }
   if (reg && err == EFAULT) return "the address range is not mapped in this process";
   if (reg && err == ENOMEM && gpu_memory)
     return "BAR1 space exhausted (see nvidia-smi -q -d MEMORY, BAR1) or locked-memory limit too low "
@@ -169,12 +179,25 @@ std::string verbs_hint(const std::string& call, int err, bool gpu_memory) {
   if (reg && err == ENOMEM)
     return "locked-memory limit too low (RLIMIT_MEMLOCK = " + memlock_text() +
            "; raise `ulimit -l` or the container's memlock limit)";
-  if (reg && (err == EOPNOTSUPP || err == ENOTSUP || err == ENOSYS))
-    return "dma-buf memory regions are not supported here (needs Linux 5.12+, rdma-core 34+ and a "
-           "provider with dma-buf support such as mlx5)";
+  if (reg && (err == EOPNOTSUPP || err == ENOTSUP || err == ENOSYS || err == EPROTONOSUPPORT || err == ENOTTY))
+    return "the kernel has no dma-buf memory-region support (needs Linux 5.12+ or an MLNX_OFED with it, rdma-core "
+           "34+ and a provider such as mlx5); GDRLAB_GDR_REG=peermem uses nvidia_peermem instead";
+  if (dmabuf && err == EINVAL)
+    return "the HCA driver rejected the dma-buf range (offset and I/O address on different page offsets, or a "
+           "length the device cannot map)";
+  if (dmabuf && err == EBADF) return "the dma-buf file descriptor from cuMemGetHandleForAddressRange is not valid";
+  if (call.find("open_device") != std::string::npos && err == ENOENT)
+    return "/dev/infiniband/uverbs* is missing: in a container pass the devices (docker --device "
+           "/dev/infiniband, or the RDMA device plugin)";
   if (err == EPERM || err == EACCES) return "no permission on /dev/infiniband/uverbs*";
   if (call.find("modify_qp") != std::string::npos && err == EINVAL)
-    return "the HCA rejected the queue-pair attributes (wrong port, LID, GID index or MTU for this link)";
+    return "the HCA rejected the queue-pair attributes (wrong port, LID, GID index, P_Key index or MTU for this link, "
+           "or a port that requires a GRH)";
+  if (call.find("modify_qp") != std::string::npos &&
+      (err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH || err == EADDRNOTAVAIL || err == ENODATA))
+    return "RoCE could not resolve the peer's GID to a MAC address: the two GIDs are in different subnets or "
+           "VLANs, or the peer's IP is not reachable through this port's netdev (ping it; check "
+           "GDRLAB_IB_GID_INDEX against show_gids)";
   if (call.find("create_qp") != std::string::npos && err == ENOMEM)
     return "queue too deep for this HCA, or locked-memory limit too low (RLIMIT_MEMLOCK = " + memlock_text() + ")";
   return "";

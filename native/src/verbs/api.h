@@ -1,7 +1,7 @@
 // libibverbs.so.1, loaded with dlopen at first use from one symbol list. Required symbols must
 // all resolve or the library counts as unusable; optional ones (newer than IBVERBS_1.1) may be
 // missing and are checked with `if (api.reg_dmabuf_mr)` before use. Symbols are looked up by
-// version with dlvsym, as the library exports an IBVERBS_1.0 compatibility twin of many calls.
+// version with dlvsym (then dlsym, for rebuilds without symbol versions), as the library exports an IBVERBS_1.0 compatibility twin of many calls.
 #pragma once
 #include <string>
 #include <vector>
@@ -32,12 +32,19 @@ namespace gdrlab {
   REQ(modify_qp, "ibv_modify_qp", "IBVERBS_1.1", int, (ibv::ibv_qp*, ibv::ibv_qp_attr*, int))           \
   REQ(destroy_qp, "ibv_destroy_qp", "IBVERBS_1.1", int, (ibv::ibv_qp*))                                 \
   REQ(wc_status_str, "ibv_wc_status_str", "IBVERBS_1.1", const char*, (ibv::ibv_wc_status))             \
-  /* rdma-core 22+: register with an I/O virtual address different from the process address */        \
+  /* rdma-core 28+: register with an I/O virtual address different from the process address */        \
   OPT(reg_mr_iova2, "ibv_reg_mr_iova2", "IBVERBS_1.8", ibv::ibv_mr*,                                    \
       (ibv::ibv_pd*, void*, size_t, uint64_t, unsigned))                                                \
   /* rdma-core 34+: register a dma-buf (GPU memory exported by the CUDA driver) */                     \
   OPT(reg_dmabuf_mr, "ibv_reg_dmabuf_mr", "IBVERBS_1.12", ibv::ibv_mr*,                                 \
-      (ibv::ibv_pd*, uint64_t, size_t, uint64_t, int, int))
+      (ibv::ibv_pd*, uint64_t, size_t, uint64_t, int, int))                                            \
+  /* pins registered pages against fork's copy-on-write (a no-op on kernels with copy-on-fork) */      \
+  OPT(fork_init, "ibv_fork_init", "IBVERBS_1.1", int, (void))                                          \
+  /* rdma-core 15+: P_Key value -> index in the port's P_Key table */                                 \
+  OPT(get_pkey_index, "ibv_get_pkey_index", "IBVERBS_1.5", int, (ibv::ibv_context*, uint8_t, uint16_t)) \
+  /* rdma-core 32+: the GID table with each entry's type (IB, RoCE v1, RoCE v2) in one call */        \
+  OPT(query_gid_table, "_ibv_query_gid_table", "IBVERBS_1.11", long,                                   \
+      (ibv::ibv_context*, ibv::ibv_gid_entry*, size_t, uint32_t, size_t))
 
 struct VerbsApi {
 #define GDRLAB_IBV_MEMBER(name, sym, ver, ret, args) ret(*name) args = nullptr;

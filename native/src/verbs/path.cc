@@ -1,5 +1,6 @@
 #include "verbs/path.h"
 
+#include <cstdio>
 #include <cstring>
 #include <exception>
 
@@ -32,7 +33,7 @@ VerbsEndpoint::VerbsEndpoint(const VerbsPathConfig& cfg, std::unique_ptr<RcLink>
     return;
   }
   // Pipelined chunks land in one pinned region, as shared messages do; they leave from slots.
-  make_staging(pipelined ? Path::Shared : cfg_.path, cfg_.size, dev, &bounce_, &host_);
+  make_staging(pipelined ? Path::Shared : cfg_.path, cfg_.size * kLandingSlots, dev, &bounce_, &host_);
   if (pipelined) {
     slots_ = std::make_unique<Buffer>(MemKind::Pinned, cfg_.chunk * cfg_.depth, dev);
     send_mr_ = MemoryRegion::register_host(pd_, slots_->host_ptr(), slots_->size());
@@ -65,11 +66,14 @@ void VerbsEndpoint::describe_region(ConnInfo* c) const {
 }
 
 void VerbsEndpoint::set_remote(const ConnInfo& c) {
-  if (c.length < cfg_.size)
-    throw_protocol("the peer's memory region (" + std::to_string(c.length) + " bytes) is smaller than a " +
-                   std::to_string(cfg_.size) + "-byte message");
+  const uint64_t need = cfg_.size * (slotted() ? kLandingSlots : 1);
+  if (c.length < need)
+    throw_protocol("the peer's memory region (" + std::to_string(c.length) + " bytes) is smaller than " +
+                   std::to_string(need) + " bytes (" + (slotted() ? "two landing slots of " : "one ") +
+                   std::to_string(cfg_.size) + "-byte message" + (slotted() ? "s)" : ")"));
   remote_addr_ = c.addr;
   remote_rkey_ = c.rkey;
+  link_->set_drain_target(c.addr, c.rkey);
 }
 
 std::string VerbsEndpoint::mechanism() const {
@@ -81,16 +85,64 @@ void VerbsEndpoint::finish() { link_->wait_signaled(); }
 void VerbsEndpoint::settle() {
   if (cfg_.path != Path::Gdr) return;
   const CudaApi& api = cuda();
-  if (!api.cuFlushGPUDirectRDMAWrites) return;  // drivers before CUDA 11.3 order these writes themselves
+  // Before CUDA 11.3 there is no host flush API at all (visibility then needs an RDMA READ of the
+  // buffer, as NCCL's iflush does; not done here). From 11.3 the device says whether the API
+  // works (attribute 117, bit 0: host-initiated flush) and whether inbound RDMA writes are
+  // already ordered for the owning GPU (attribute 118 >= 100, OWNER): then the flush is a no-op.
+  if (!api.cuFlushGPUDirectRDMAWrites) return;
+  if (flush_ == FlushNeed::Unknown) {
+    constexpr int kFlushOptions = 117, kWritesOrdering = 118, kOptionHost = 1, kOrderingOwner = 100;
+    int options = 0, ordering = 0;
+    CUdevice dev = 0;
+    GDRLAB_CU(api, cuDeviceGet, &dev, user_->device());
+    GDRLAB_CU(api, cuDeviceGetAttribute, &options, kFlushOptions, dev);
+    GDRLAB_CU(api, cuDeviceGetAttribute, &ordering, kWritesOrdering, dev);
+    flush_ = (options & kOptionHost) && ordering < kOrderingOwner ? FlushNeed::Yes : FlushNeed::No;
+  }
+  if (flush_ == FlushNeed::No) return;
   cuda_set(user_->context());
   GDRLAB_CU(api, cuFlushGPUDirectRDMAWrites, CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
                                            CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);
 }
 
+uint32_t VerbsEndpoint::next_imm() {
+  if (!held_imms_.empty()) {
+    uint32_t v = held_imms_.front();
+    held_imms_.pop_front();
+    return v;
+  }
+  for (;;) {
+    uint32_t v = link_->wait_imm();
+    if (v != kImmCredit) return v;
+    ++credits_;
+  }
+}
+
+uint64_t VerbsEndpoint::remote_slot_addr() {
+  const uint64_t j = sent_msgs_++;
+  // Message j reuses the slot of message j - kLandingSlots: wait until the peer has taken that one.
+  while (j >= kLandingSlots && credits_ < j - kLandingSlots + 1) {
+    uint32_t v = link_->wait_imm();
+    if (v == kImmCredit) ++credits_;
+    else held_imms_.push_back(v);
+  }
+  return remote_addr_ + (j % kLandingSlots) * cfg_.size;
+}
+
+void VerbsEndpoint::message_taken() {
+  const uint64_t k = recv_msgs_++;
+  if (k + kLandingSlots <= cfg_.peer_loop_messages)
+    link_->write_imm(0, 0, 0, remote_addr_, remote_rkey_, kImmCredit, false);
+}
+
 uint32_t VerbsEndpoint::expect_data() {
-  uint32_t imm = link_->wait_imm();
+  uint32_t imm = next_imm();
   if ((imm & ~kImmIndexMask) != kImmData)
-    throw_protocol("expected a data message on the verbs wire, got immediate 0x" + std::to_string(imm));
+  {
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "0x%08x", imm);
+    throw_protocol(std::string("expected a data message on the verbs wire, got immediate ") + hex);
+  }
   return imm & kImmIndexMask;
 }
 
@@ -99,7 +151,7 @@ void VerbsEndpoint::send_ack() {
 }
 
 void VerbsEndpoint::expect_ack() {
-  uint32_t imm = link_->wait_imm();
+  uint32_t imm = next_imm();
   if (imm != kImmAck) throw_protocol("expected an ACK on the verbs wire, got immediate " + std::to_string(imm));
 }
 
@@ -122,7 +174,8 @@ void VerbsEndpoint::send(bool signal) {
       GDRLAB_CU(api, cuMemcpyDtoHAsync, host, user_->device_ptr() + offset_, n, stream_.get());
       GDRLAB_CU(api, cuStreamSynchronize, stream_.get());
       if (cfg_.path == Path::Staged) std::memcpy(host_->host_ptr(), bounce_->host_ptr(), n);
-      last_send_seq_ = link_->write_imm(land_mr_->addr(), land_mr_->lkey(), n, remote_addr_, remote_rkey_, kImmData, true);
+      const uint64_t raddr = remote_slot_addr();
+      last_send_seq_ = link_->write_imm(land_mr_->addr(), land_mr_->lkey(), n, raddr, remote_rkey_, kImmData, true);
       return;
     }
     case Path::Pipelined:
@@ -144,13 +197,14 @@ void VerbsEndpoint::recv() {
       expect_data();
       const CudaApi& api = *api_;
       GDRLAB_CU(api, cuCtxSetCurrent, ctx_);
-      void* host = host_->host_ptr();
+      void* host = static_cast<char*>(host_->host_ptr()) + local_slot_offset();
       if (cfg_.path == Path::Staged) {
-        std::memcpy(bounce_->host_ptr(), host_->host_ptr(), n);
+        std::memcpy(bounce_->host_ptr(), host, n);
         host = bounce_->host_ptr();
       }
       GDRLAB_CU(api, cuMemcpyHtoDAsync, user_->device_ptr() + offset_, host, n, stream_.get());
       GDRLAB_CU(api, cuStreamSynchronize, stream_.get());
+      message_taken();
       return;
     }
     case Path::Pipelined:
@@ -166,6 +220,7 @@ void VerbsEndpoint::send_pipelined() {
   GDRLAB_CU(*api_, cuCtxSetCurrent, ctx_);
   const size_t chunk = cfg_.chunk;
   char* slots = static_cast<char*>(slots_->host_ptr());
+  const uint64_t base = remote_slot_addr();
   pipeline_send(
       *api_, stream_.get(), events_, user_->device_ptr() + offset_, cfg_.size, chunk,
       [&](size_t s) { return slots + s * chunk; },
@@ -175,7 +230,7 @@ void VerbsEndpoint::send_pipelined() {
       [] {},
       [&](size_t i, size_t s, size_t off, size_t len) {
         slot_seq_[s] = link_->write_imm(send_mr_->addr() + s * chunk, send_mr_->lkey(), static_cast<uint32_t>(len),
-                                        remote_addr_ + off, remote_rkey_, kImmData | static_cast<uint32_t>(i), true);
+                                        base + off, remote_rkey_, kImmData | static_cast<uint32_t>(i), true);
       });
 }
 
@@ -186,7 +241,7 @@ void VerbsEndpoint::recv_pipelined() {
   GDRLAB_CU(api, cuCtxSetCurrent, ctx_);
   const size_t n = cfg_.size, chunk = cfg_.chunk;
   const size_t nchunks = (n + chunk - 1) / chunk;
-  const char* land = static_cast<const char*>(host_->host_ptr());
+  const char* land = static_cast<const char*>(host_->host_ptr()) + local_slot_offset();
   for (size_t i = 0; i < nchunks; ++i) {
     uint32_t idx = expect_data();
     if (idx != (i & kImmIndexMask))
@@ -195,6 +250,7 @@ void VerbsEndpoint::recv_pipelined() {
     GDRLAB_CU(api, cuMemcpyHtoDAsync, user_->device_ptr() + offset_ + off, land + off, len, stream_.get());
   }
   GDRLAB_CU(api, cuStreamSynchronize, stream_.get());
+  message_taken();
 }
 
 }  // namespace gdrlab

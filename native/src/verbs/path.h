@@ -10,6 +10,7 @@
 // The immediate carries the message kind (data, ack) and the chunk index.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,10 +27,19 @@ namespace gdrlab {
 
 constexpr uint32_t kImmData = 0x01000000u;
 constexpr uint32_t kImmAck = 0x02000000u;
+constexpr uint32_t kImmCredit = 0x03000000u;  // a landing slot is free again
 constexpr uint32_t kImmIndexMask = 0x00FFFFFFu;
+// Staged, shared and pipelined messages land in host memory that the receiver copies out. The
+// landing region has this many message slots, used in turn; the receiver hands a slot back with a
+// credit once copied, and the sender waits for that credit before writing the slot again.
+constexpr uint64_t kLandingSlots = 2;
 
 struct VerbsPathConfig : PathConfig {
   GpuRegistration gpu_registration = GpuRegistration::Auto;
+  // Data messages the peer sends inside the timed loop (its verification message is the next):
+  // a message whose slot the peer will not write again earns no credit, so no credit is in
+  // flight when the peer tears down.
+  uint64_t peer_loop_messages = 0;
 };
 
 class VerbsEndpoint : public TestEndpoint {
@@ -54,7 +64,8 @@ class VerbsEndpoint : public TestEndpoint {
   void send_ack() override;
   void expect_ack() override;
   // gdr: makes the HCA's writes into GPU memory visible to CUDA copies before the data is read
-  // back for verification (cuFlushGPUDirectRDMAWrites where the driver has it). Not done inside
+  // back for verification or overwritten (cuFlushGPUDirectRDMAWrites where the device reports
+  // host-initiated flush support and writes are not already ordered for it). Not done inside
   // the timed loops, which, like perftest, time the data movement only.
   void settle() override;
   // Waits for this side's last signaled write (send(true) is the last message of every test).
@@ -68,6 +79,16 @@ class VerbsEndpoint : public TestEndpoint {
   std::string mechanism() const;
 
  private:
+  // Landing-slot flow control (staged, shared, pipelined).
+  bool slotted() const { return cfg_.path != Path::Host && cfg_.path != Path::Gdr; }
+  uint64_t remote_slot_addr();   // waits for the slot's credit; then advances sent_msgs_
+  size_t local_slot_offset() const { return static_cast<size_t>(recv_msgs_ % kLandingSlots) * cfg_.size; }
+  void message_taken();         // the current landing slot is copied out: credit it, advance recv_msgs_
+  uint32_t next_imm();          // the next immediate that is not a credit (credits are counted)
+  uint64_t sent_msgs_ = 0, recv_msgs_ = 0, credits_ = 0;
+  std::deque<uint32_t> held_imms_;  // read while waiting for a credit
+  enum class FlushNeed { Unknown, Yes, No };
+  FlushNeed flush_ = FlushNeed::Unknown;
   void send_pipelined();
   void recv_pipelined();
   uint32_t expect_data();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -24,6 +25,7 @@ std::vector<uint8_t> encode_conn_info(const ConnInfo& c) {
   w.u8(c.mtu);
   for (uint8_t b : c.gid) w.u8(b);
   w.u8(c.gid_index);
+  w.u8(c.roce_version);
   w.u32(c.rkey);
   w.u64(c.addr);
   w.u64(c.length);
@@ -44,6 +46,7 @@ static ConnInfo read_conn_info(BodyReader& r) {
   c.mtu = r.u8();
   for (uint8_t& b : c.gid) b = r.u8();
   c.gid_index = r.u8();
+  c.roce_version = r.u8();
   c.rkey = r.u32();
   c.addr = r.u64();
   c.length = r.u64();
@@ -55,6 +58,7 @@ static ConnInfo read_conn_info(BodyReader& r) {
     throw_protocol("verbs connection data: unknown link layer " + std::to_string(c.link_layer));
   if (c.mtu < ibv::IBV_MTU_256 || c.mtu > ibv::IBV_MTU_4096)
     throw_protocol("verbs connection data: MTU code " + std::to_string(c.mtu) + " is not 1..5");
+  if (c.roce_version > 2) throw_protocol("verbs connection data: RoCE version " + std::to_string(c.roce_version) + " is not 0..2");
   return c;
 }
 
@@ -111,7 +115,8 @@ int select_gid_index(const std::vector<GidEntry>& table) {
     bool link_local = e.gid[0] == 0xfe && (e.gid[1] & 0xc0) == 0x80;
     // RoCE v2 is routable (UDP/IP); an IPv4-mapped GID is what ARP-resolved Ethernet peers use.
     long score = e.roce_version * 4 + (gid_is_ipv4_mapped(e.gid) ? 2 : 0) + (link_local ? 0 : 1);
-    if (score > best_score || (score == best_score && e.index < best)) {
+    const bool tie_wins = e.roce_version ? e.index < best : e.index > best;
+    if (score > best_score || (score == best_score && tie_wins)) {
       best_score = score;
       best = e.index;
     }
@@ -119,18 +124,24 @@ int select_gid_index(const std::vector<GidEntry>& table) {
   return best;
 }
 
-QpAttrs qp_init_attrs(int port, int access) {
+QpAttrs qp_init_attrs(int port, int access, int pkey_index) {
+  if (pkey_index < 0 || pkey_index > 0xFFFF) throw_invalid("P_Key index " + std::to_string(pkey_index) + " is not 0..65535");
   QpAttrs q;
   std::memset(&q.attr, 0, sizeof q.attr);
   q.attr.qp_state = ibv::IBV_QPS_INIT;
-  q.attr.pkey_index = 0;
+  q.attr.pkey_index = static_cast<uint16_t>(pkey_index);
   q.attr.port_num = static_cast<uint8_t>(port);
   q.attr.qp_access_flags = static_cast<unsigned>(access);
   q.mask = ibv::IBV_QP_STATE | ibv::IBV_QP_PKEY_INDEX | ibv::IBV_QP_PORT | ibv::IBV_QP_ACCESS_FLAGS;
   return q;
 }
 
-QpAttrs qp_rtr_attrs(int port, int local_link_layer, int local_mtu, int sgid_index, const ConnInfo& remote) {
+QpAttrs qp_rtr_attrs(int port, int local_link_layer, int local_mtu, int sgid_index, const ConnInfo& remote,
+                     const AddressOptions& opt) {
+  if (opt.service_level < 0 || opt.service_level > 15)
+    throw_invalid("service level " + std::to_string(opt.service_level) + " is not 0..15");
+  if (opt.traffic_class < 0 || opt.traffic_class > 255)
+    throw_invalid("traffic class " + std::to_string(opt.traffic_class) + " is not 0..255");
   if (local_link_layer != remote.link_layer)
     throw_unavailable(std::string("link layers differ: this port is ") +
                       (local_link_layer == ibv::IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand") + ", the peer's is " +
@@ -144,22 +155,37 @@ QpAttrs qp_rtr_attrs(int port, int local_link_layer, int local_mtu, int sgid_ind
   q.attr.max_dest_rd_atomic = 1;
   q.attr.min_rnr_timer = 12;  // 0.64 ms before the sender retries after a receiver-not-ready NAK
   q.attr.ah_attr.port_num = static_cast<uint8_t>(port);
-  q.attr.ah_attr.sl = 0;
+  q.attr.ah_attr.sl = static_cast<uint8_t>(opt.service_level);
   q.attr.ah_attr.src_path_bits = 0;
   if (remote.link_layer == ibv::IBV_LINK_LAYER_ETHERNET) {
-    // RoCE has no LIDs: every packet carries a GRH addressed by GID.
+    // RoCE has no LIDs: every packet carries a GRH addressed by GID. v1 (Ethernet frames) and
+    // v2 (UDP/IP) do not interoperate: the first write would only time out (RETRY_EXC).
+    if (opt.local_roce_version && remote.roce_version && opt.local_roce_version != remote.roce_version)
+      throw_unavailable("RoCE versions differ: this side's GID (index " + std::to_string(sgid_index) + ") is RoCE v" +
+                        std::to_string(opt.local_roce_version) + ", the peer's (index " +
+                        std::to_string(remote.gid_index) + ") RoCE v" + std::to_string(remote.roce_version) +
+                        "; set GDRLAB_IB_GID_INDEX on both sides to RoCE v2 entries (show_gids)");
     q.attr.ah_attr.is_global = 1;
     std::memcpy(q.attr.ah_attr.grh.dgid.raw, remote.gid, 16);
     q.attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(sgid_index);
     q.attr.ah_attr.grh.hop_limit = 255;
     q.attr.ah_attr.grh.flow_label = 0;
-    q.attr.ah_attr.grh.traffic_class = 0;
+    q.attr.ah_attr.grh.traffic_class = static_cast<uint8_t>(opt.traffic_class);
     q.attr.ah_attr.dlid = 0;
   } else {
     if (remote.lid == 0)
       throw_unavailable("the peer's InfiniBand port has LID 0: no subnet manager has configured it (run opensm or check ibstat)");
-    q.attr.ah_attr.is_global = 0;
     q.attr.ah_attr.dlid = remote.lid;
+    // A GRH where the port demands one (the kernel's rdma_check_ah_attr refuses the AV otherwise)
+    // or where the peer sits behind a router on another subnet (prefix = the GID's first 8 bytes).
+    const bool other_subnet = opt.have_local_gid && std::memcmp(opt.local_gid, remote.gid, 8) != 0;
+    q.attr.ah_attr.is_global = opt.grh_required || other_subnet ? 1 : 0;
+    if (q.attr.ah_attr.is_global) {
+      std::memcpy(q.attr.ah_attr.grh.dgid.raw, remote.gid, 16);
+      q.attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(sgid_index);
+      q.attr.ah_attr.grh.hop_limit = 255;
+      q.attr.ah_attr.grh.traffic_class = static_cast<uint8_t>(opt.traffic_class);
+    }
   }
   q.mask = ibv::IBV_QP_STATE | ibv::IBV_QP_AV | ibv::IBV_QP_PATH_MTU | ibv::IBV_QP_DEST_QPN | ibv::IBV_QP_RQ_PSN |
            ibv::IBV_QP_MAX_DEST_RD_ATOMIC | ibv::IBV_QP_MIN_RNR_TIMER;
@@ -181,6 +207,68 @@ QpAttrs qp_rts_attrs(uint32_t sq_psn) {
 }
 
 // ----------------------------------------------------------------------------------- RcLink
+namespace {
+
+// The port's GID table with RoCE versions: one _ibv_query_gid_table call (rdma-core 32+), which
+// reports each entry's type without sysfs (containers often cannot read gid_attrs/types); else
+// one ibv_query_gid per index with the type from sysfs (0, unknown, when unreadable).
+std::vector<GidEntry> gid_table(const Context& ctx, int port, int len) {
+  const VerbsApi& api = verbs();
+  std::vector<GidEntry> table;
+  if (api.query_gid_table) {
+    size_t total = 0;
+    for (const PortInfo& p : ctx.info().ports) total += static_cast<size_t>(std::max(p.gid_tbl_len, 0));
+    std::vector<ibv::ibv_gid_entry> raw(std::max<size_t>(total, 1));
+    long n = api.query_gid_table(ctx.get(), raw.data(), raw.size(), 0, sizeof(ibv::ibv_gid_entry));
+    if (n >= 0) {
+      for (long i = 0; i < n; ++i) {
+        const ibv::ibv_gid_entry& r = raw[static_cast<size_t>(i)];
+        if (static_cast<int>(r.port_num) != port) continue;
+        GidEntry e;
+        e.index = static_cast<int>(r.gid_index);
+        std::memcpy(e.gid, r.gid.raw, 16);
+        e.roce_version = r.gid_type == ibv::IBV_GID_TYPE_ROCE_V2 ? 2 : 1;
+        table.push_back(e);
+      }
+      return table;
+    }
+  }
+  for (int i = 0; i < len; ++i) {
+    GidEntry e;
+    e.index = i;
+    ibv::ibv_gid g;
+    std::memset(&g, 0, sizeof g);
+    if (api.query_gid(ctx.get(), static_cast<uint8_t>(port), i, &g) != 0) continue;
+    std::memcpy(e.gid, g.raw, 16);
+    e.roce_version = gid_roce_version(ctx.name(), port, i);
+    table.push_back(e);
+  }
+  return table;
+}
+
+int resolve_pkey_index(const Context& ctx, int port, const LinkConfig& cfg, int table_len) {
+  int index = cfg.pkey_index;
+  if (cfg.pkey >= 0) {
+    const VerbsApi& api = verbs();
+    if (!api.get_pkey_index)
+      throw_unavailable(api.library + " has no ibv_get_pkey_index (IBVERBS_1.5); set GDRLAB_IB_PKEY_INDEX instead");
+    index = api.get_pkey_index(ctx.get(), static_cast<uint8_t>(port), htons(static_cast<uint16_t>(cfg.pkey)));
+    if (index < 0) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%04x", cfg.pkey);
+      throw_unavailable(std::string("P_Key ") + hex + " is not in " + ctx.name() + " port " + std::to_string(port) +
+                        "'s P_Key table (see /sys/class/infiniband/" + ctx.name() + "/ports/" + std::to_string(port) +
+                        "/pkeys/)");
+    }
+  }
+  if (table_len > 0 && index >= table_len)
+    throw_invalid("P_Key index " + std::to_string(index) + " is past " + ctx.name() + " port " + std::to_string(port) +
+                  "'s table of " + std::to_string(table_len));
+  return index;
+}
+
+}  // namespace
+
 RcLink::RcLink(std::shared_ptr<ProtectionDomain> pd, const LinkConfig& cfg) : pd_(std::move(pd)), cfg_(cfg) {
   if (cfg_.sq_depth < 4 || cfg_.rq_depth < 4) throw_invalid("queue depths must be at least 4");
   if (cfg_.timeout_ms <= 0) throw_invalid("timeout must be positive");
@@ -194,26 +282,16 @@ RcLink::RcLink(std::shared_ptr<ProtectionDomain> pd, const LinkConfig& cfg) : pd
                                                               : ibv::IBV_LINK_LAYER_INFINIBAND;
   mtu_ = pa.active_mtu;
   lid_ = pa.lid;
+  grh_required_ = (pa.flags & ibv::IBV_QPF_GRH_REQUIRED) != 0;
+  pkey_index_ = resolve_pkey_index(ctx, port_, cfg_, static_cast<int>(pa.pkey_tbl_len));
   if (link_layer_ == ibv::IBV_LINK_LAYER_ETHERNET) {
-    if (cfg_.gid_index >= 0) {
-      gid_index_ = cfg_.gid_index;
-    } else {
-      std::vector<GidEntry> table;
-      for (int i = 0; i < pa.gid_tbl_len; ++i) {
-        GidEntry e;
-        e.index = i;
-        ibv::ibv_gid g;
-        std::memset(&g, 0, sizeof g);
-        if (api.query_gid(ctx.get(), static_cast<uint8_t>(port_), i, &g) != 0) continue;
-        std::memcpy(e.gid, g.raw, 16);
-        e.roce_version = gid_roce_version(ctx.name(), port_, i);
-        table.push_back(e);
-      }
-      gid_index_ = select_gid_index(table);
-      if (gid_index_ < 0)
-        throw_unavailable(ctx.name() + " port " + std::to_string(port_) +
-                          " has no usable GID (no IP address on its netdev?); set GDRLAB_IB_GID_INDEX");
-    }
+    const std::vector<GidEntry> table = gid_table(ctx, port_, pa.gid_tbl_len);
+    gid_index_ = cfg_.gid_index >= 0 ? cfg_.gid_index : select_gid_index(table);
+    if (gid_index_ < 0)
+      throw_unavailable(ctx.name() + " port " + std::to_string(port_) +
+                        " has no usable GID (no IP address on its netdev?); set GDRLAB_IB_GID_INDEX");
+    for (const GidEntry& e : table)
+      if (e.index == gid_index_) roce_version_ = e.roce_version;  // 0 where the type is unknown
     gid_ = ctx.gid(port_, gid_index_);
   } else {
     gid_ = ctx.gid(port_, 0);
@@ -234,7 +312,7 @@ RcLink::RcLink(std::shared_ptr<ProtectionDomain> pd, const LinkConfig& cfg) : pd
   // and host and gdr paths should post identical work requests.
   ia.cap.max_inline_data = 0;
   qp_ = std::make_unique<QueuePair>(pd_, &ia);
-  QpAttrs init = qp_init_attrs(port_, kDefaultAccess);
+  QpAttrs init = qp_init_attrs(port_, kDefaultAccess, pkey_index_);
   int rc = api.modify_qp(qp_->get(), &init.attr, init.mask);
   if (rc) throw_verbs("ibv_modify_qp", rc, "RESET->INIT");
   std::random_device rd;
@@ -254,12 +332,20 @@ ConnInfo RcLink::local_info() const {
   c.mtu = static_cast<uint8_t>(mtu_);
   std::memcpy(c.gid, gid_.raw, 16);
   c.gid_index = static_cast<uint8_t>(gid_index_);
+  c.roce_version = static_cast<uint8_t>(roce_version_);
   return c;
 }
 
 void RcLink::connect(const ConnInfo& remote) {
   const VerbsApi& api = verbs();
-  QpAttrs rtr = qp_rtr_attrs(port_, link_layer_, mtu_, gid_index_, remote);
+  AddressOptions opt;
+  opt.service_level = cfg_.service_level;
+  opt.traffic_class = cfg_.traffic_class;
+  opt.grh_required = grh_required_;
+  opt.have_local_gid = link_layer_ == ibv::IBV_LINK_LAYER_INFINIBAND;
+  opt.local_roce_version = roce_version_;
+  std::memcpy(opt.local_gid, gid_.raw, 16);
+  QpAttrs rtr = qp_rtr_attrs(port_, link_layer_, mtu_, gid_index_, remote, opt);
   int rc = api.modify_qp(qp_->get(), &rtr.attr, rtr.mask);
   if (rc) throw_verbs("ibv_modify_qp", rc, "INIT->RTR");
   QpAttrs rts = qp_rts_attrs(psn_);
@@ -325,12 +411,16 @@ void RcLink::drain() {
   if (completed_ >= posted_) return;
   if (last_signaled_ < posted_) {
     // A zero-length plain RDMA WRITE, signaled: its completion retires everything before it and
-    // it consumes no receive on the peer.
+    // it consumes no receive on the peer. It names the peer's real region (set_drain_target), not
+    // address 0 / rkey 0, which some adapters refuse even for zero bytes.
+    if (!drain_rkey_) throw_invalid("drain before the peer's region is known");
     ibv::ibv_send_wr wr;
     std::memset(&wr, 0, sizeof wr);
     wr.wr_id = ++posted_;
     wr.opcode = ibv::IBV_WR_RDMA_WRITE;
     wr.send_flags = ibv::IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = drain_addr_;
+    wr.wr.rdma.rkey = drain_rkey_;
     ibv::ibv_send_wr* bad = nullptr;
     int rc = ibv::post_send(qp_->get(), &wr, &bad);
     if (rc) throw_verbs("ibv_post_send", rc);

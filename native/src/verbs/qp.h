@@ -4,7 +4,8 @@
 //
 // The attribute choices are pure functions so tests can check them without an HCA:
 //   path MTU      min(local port active_mtu, remote port active_mtu)
-//   addressing    InfiniBand: destination LID, no GRH; RoCE: GRH with the peer's GID and our GID index
+//   addressing    InfiniBand: destination LID (plus a GRH where the port requires one or the
+//                 subnets differ); RoCE: GRH with the peer's GID and our GID index
 //   GID index     RoCE v2 before v1, IPv4-mapped (::ffff:a.b.c.d) before other GIDs, link-local last
 #pragma once
 #include <cstdint>
@@ -19,7 +20,7 @@
 namespace gdrlab {
 
 constexpr uint32_t kVerbsConnMagic = 0x53425256u;  // "VRBS" in memory order
-constexpr uint8_t kVerbsConnVersion = 1;
+constexpr uint8_t kVerbsConnVersion = 2;  // 2: roce_version added
 
 struct ConnInfo {
   uint32_t qpn = 0;        // 24 bits
@@ -29,6 +30,7 @@ struct ConnInfo {
   uint8_t mtu = 0;         // ibv_mtu of the port (active_mtu)
   uint8_t gid[16] = {};
   uint8_t gid_index = 0;   // the sender's own index (informational: the peer uses its own)
+  uint8_t roce_version = 0;  // RoCE version of the sender's GID (1, 2; 0 unknown or InfiniBand)
   uint32_t rkey = 0;       // the region the peer may write
   uint64_t addr = 0;
   uint64_t length = 0;
@@ -51,7 +53,8 @@ struct GidEntry {
   uint8_t gid[16] = {};
   int roce_version = 0;  // 2, 1 or 0 (unknown)
 };
-// The index to use on a RoCE port, or -1 when every entry is empty.
+// The index to use on a RoCE port, or -1 when every entry is empty. Ties go to the lower index
+// when the type is known, to the higher when it is not (mlx5 lists each address as v1, then v2).
 int select_gid_index(const std::vector<GidEntry>& table);
 bool gid_is_ipv4_mapped(const uint8_t gid[16]);
 
@@ -59,10 +62,22 @@ struct QpAttrs {
   ibv::ibv_qp_attr attr;
   int mask = 0;
 };
-QpAttrs qp_init_attrs(int port, int access);
-// local_mtu: our port's active_mtu; sgid_index used only on RoCE. Throws Unavailable for an
-// InfiniBand peer with LID 0 (no subnet manager) and for mixed link layers.
-QpAttrs qp_rtr_attrs(int port, int local_link_layer, int local_mtu, int sgid_index, const ConnInfo& remote);
+QpAttrs qp_init_attrs(int port, int access, int pkey_index = 0);
+
+// How packets are addressed and queued beyond the peer's data.
+struct AddressOptions {
+  int service_level = 0;   // IB SL (0..15): the virtual lane / RoCE priority mapping
+  int traffic_class = 0;   // GRH traffic class (RoCE: DSCP << 2 | ECN), e.g. 106 for DSCP 26 + ECT
+  bool grh_required = false;  // our port's IBV_QPF_GRH_REQUIRED (virtualised IB, SR-IOV VFs)
+  bool have_local_gid = false;
+  uint8_t local_gid[16] = {};  // InfiniBand: our GID 0, whose subnet prefix is compared with the peer's
+  int local_roce_version = 0;  // RoCE: our GID's version; a known one that differs from the peer's is refused
+};
+// local_mtu: our port's active_mtu; sgid_index used on RoCE, and on InfiniBand when a GRH is
+// needed (the port requires one, or the peers' subnet prefixes differ), as NCCL's ncclIbQpRtr.
+// Throws Unavailable for an InfiniBand peer with LID 0 (no subnet manager) and for mixed link layers.
+QpAttrs qp_rtr_attrs(int port, int local_link_layer, int local_mtu, int sgid_index, const ConnInfo& remote,
+                     const AddressOptions& opt = AddressOptions());
 QpAttrs qp_rts_attrs(uint32_t sq_psn);
 
 struct LinkConfig {
@@ -71,6 +86,10 @@ struct LinkConfig {
   int sq_depth = 256;   // send work requests in flight
   int rq_depth = 256;   // receive work requests posted (each absorbs one WRITE_WITH_IMM)
   int timeout_ms = 10000;
+  int service_level = 0;   // AddressOptions::service_level
+  int traffic_class = 0;   // AddressOptions::traffic_class
+  int pkey_index = 0;      // index into the port's P_Key table
+  int pkey = -1;           // a P_Key value (resolved to its index with ibv_get_pkey_index); -1: use pkey_index
 };
 
 // One RC queue pair on one completion queue, carrying RDMA WRITE WITH IMMEDIATE.
@@ -93,6 +112,11 @@ class RcLink {
   // Waits until every posted write completed; posts a signaled zero-length write when the last
   // post was unsignaled, so the peer's QP must still exist.
   void drain();
+  // The peer's region that drain()'s zero-length write names.
+  void set_drain_target(uint64_t addr, uint32_t rkey) {
+    drain_addr_ = addr;
+    drain_rkey_ = rkey;
+  }
   // Waits for the last signaled write: posts nothing, safe while the peer tears down.
   void wait_signaled();
   // The next immediate value the peer sent (host byte order); the receive is reposted.
@@ -100,6 +124,7 @@ class RcLink {
 
   int port() const { return port_; }
   int gid_index() const { return gid_index_; }
+  int pkey_index() const { return pkey_index_; }
   int link_layer() const { return link_layer_; }
   int active_mtu() const { return mtu_; }
   const std::string& device_name() const { return pd_->context()->name(); }
@@ -120,12 +145,15 @@ class RcLink {
   std::unique_ptr<CompletionQueue> cq_;
   std::unique_ptr<QueuePair> qp_;
   // The port as connected: number, GID index (RoCE), link layer, active MTU, LID (InfiniBand).
-  int port_ = 1, gid_index_ = 0, link_layer_ = 0, mtu_ = 0;
+  int port_ = 1, gid_index_ = 0, link_layer_ = 0, mtu_ = 0, pkey_index_ = 0, roce_version_ = 0;
+  bool grh_required_ = false;
   uint16_t lid_ = 0;
   ibv::ibv_gid gid_{};
   uint32_t psn_ = 0;
   // Send-queue accounting: RC completes in order, so one signaled completion retires all before it.
   uint64_t posted_ = 0, completed_ = 0, last_signaled_ = 0;
+  uint64_t drain_addr_ = 0;
+  uint32_t drain_rkey_ = 0;
   int unsignaled_ = 0;
   std::vector<uint32_t> imm_ring_;  // immediates received, not yet consumed
   size_t imm_head_ = 0, imm_count_ = 0;

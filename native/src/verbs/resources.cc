@@ -4,18 +4,23 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 
 #include "core/cuda_api.h"
 #include "core/error.h"
+#include "verbs/hca.h"
 
 namespace gdrlab {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+std::string read_line(const std::string& path);  // first line of a (sysfs) file, "" if unreadable
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -51,7 +56,10 @@ DeviceInfo describe(const VerbsApi& api, ibv::ibv_context* ctx, const std::strin
 #define GDRLAB_COPY(f) d.f = a.f;
   GDRLAB_DEVICE_FIELDS(GDRLAB_COPY)
 #undef GDRLAB_COPY
-  for (int p = 1; p <= a.phys_port_cnt; ++p) d.ports.push_back(port_info(p, query_port(api, ctx, p)));
+  for (int p = 1; p <= a.phys_port_cnt; ++p) {
+    d.ports.push_back(port_info(p, query_port(api, ctx, p)));
+    d.ports.back().rate = read_line(sysfs_root() + "/class/infiniband/" + name + "/ports/" + std::to_string(p) + "/rate");
+  }
   return d;
 }
 
@@ -68,8 +76,25 @@ PortInfo port_info(int port, const ibv::ibv_port_attr& a) {
 
 namespace {
 
-// Opens the named device (or, for "", the first one with an ACTIVE port).
-ibv::ibv_context* open_named(const VerbsApi& api, const std::string& want, std::string* name) {
+// The first port of an open device that is ACTIVE and passes the filter, or 0.
+int allowed_active_port(const VerbsApi& api, ibv::ibv_context* c, const std::string& nm, const HcaFilter& filter) {
+  ibv::ibv_device_attr a;
+  std::memset(&a, 0, sizeof a);
+  if (api.query_device(c, &a) != 0) return 0;
+  for (int p = 1; p <= a.phys_port_cnt; ++p) {
+    ibv::ibv_port_attr pa;
+    std::memset(&pa, 0, sizeof pa);
+    if (hca_allowed(filter, nm, p) && api.query_port(c, static_cast<uint8_t>(p), &pa) == 0 &&
+        pa.state == ibv::IBV_PORT_ACTIVE)
+      return p;
+  }
+  return 0;
+}
+
+// Opens the named device, or, for "", the device with an ACTIVE port that passes the filter
+// and lies nearest `gpu_path` in the PCIe tree (ties, or no GPU: the first listed).
+ibv::ibv_context* open_named(const VerbsApi& api, const std::string& want, const HcaFilter& filter,
+                             const std::string& gpu_path, std::string* name, int* port, int* hops) {
   int n = 0;
   errno = 0;
   ibv::ibv_device** list = api.get_device_list(&n);
@@ -79,41 +104,46 @@ ibv::ibv_context* open_named(const VerbsApi& api, const std::string& want, std::
     throw_verbs("ibv_get_device_list", err ? err : ENODEV);
   }
   ibv::ibv_context* chosen = nullptr;
+  int best_hops = INT_MAX;
   std::string names;
   int open_errno = 0;
-  for (int i = 0; i < n && !chosen; ++i) {
+  for (int i = 0; i < n; ++i) {
     std::string nm = api.get_device_name(list[i]);
     names += (names.empty() ? "" : ", ") + nm;
     if (!want.empty() && nm != want) continue;
+    if (want.empty() && !hca_allowed(filter, nm, 0) && filter.exclude) continue;
     ibv::ibv_context* c = api.open_device(list[i]);
     if (!c) {
       open_errno = errno;
       if (!want.empty()) break;
       continue;
     }
-    bool active = !want.empty();
-    if (!active) {
-      ibv::ibv_device_attr a;
-      std::memset(&a, 0, sizeof a);
-      if (api.query_device(c, &a) == 0)
-        for (int p = 1; p <= a.phys_port_cnt && !active; ++p) {
-          ibv::ibv_port_attr pa;
-          std::memset(&pa, 0, sizeof pa);
-          active = api.query_port(c, static_cast<uint8_t>(p), &pa) == 0 && pa.state == ibv::IBV_PORT_ACTIVE;
-        }
-    }
-    if (active) {
+    if (!want.empty()) {
       chosen = c;
       *name = nm;
+      break;
+    }
+    const int p = allowed_active_port(api, c, nm, filter);
+    int h = p ? pci_hops(gpu_path, hca_pci_path(nm)) : -1;
+    if (h < 0) h = INT_MAX - 1;  // unknown distance: after every known one, before none
+    if (p && (!chosen || h < best_hops)) {
+      if (chosen) api.close_device(chosen);
+      chosen = c;
+      *name = nm;
+      *port = p;
+      best_hops = h;
     } else {
       api.close_device(c);
     }
   }
   api.free_device_list(list);
+  *hops = best_hops >= INT_MAX - 1 ? -1 : best_hops;
   if (chosen) return chosen;
   if (n == 0) require_rdma_device();  // throws with the precise reason
   if (open_errno) throw_verbs("ibv_open_device", open_errno, want.empty() ? names : want);
   if (!want.empty()) throw_unavailable("RDMA device '" + want + "' not found; this machine has: " + names);
+  if (!filter.items.empty())
+    throw_unavailable("no RDMA device with an ACTIVE port passes GDRLAB_IB_HCA/NCCL_IB_HCA (devices: " + names + ")");
   throw_unavailable("no RDMA device has an ACTIVE port (devices: " + names +
                     "); check cables and the subnet manager (ibstat)");
 }
@@ -157,25 +187,71 @@ std::vector<DeviceInfo> verbs_devices() {
   return out;
 }
 
+std::string sysfs_root() {
+  const char* e = std::getenv("GDRLAB_SYSFS_ROOT");
+  return e && *e ? e : "/sys";
+}
+
 bool peermem_loaded(std::string* version) {
+  // As NCCL (net_ib/gdr.cc): the open driver's nvidia_peermem, or MLNX_OFED's legacy nv_peer_mem
+  // (the nvidia-peer-memory package), which registers as a peer-memory client "nv_mem".
+  const std::string root = sysfs_root();
+  struct Probe {
+    const char* dir;
+    const char* version;
+  };
+  static const Probe probes[] = {{"/module/nvidia_peermem", "/module/nvidia_peermem/version"},
+                                 {"/module/nv_peer_mem", "/module/nv_peer_mem/version"},
+                                 {"/kernel/mm/memory_peers/nv_mem", "/kernel/mm/memory_peers/nv_mem/version"},
+                                 {"/kernel/mm/memory_peers/nv_mem_nc", "/kernel/mm/memory_peers/nv_mem_nc/version"}};
   struct stat sb;
-  if (stat("/sys/module/nvidia_peermem", &sb) != 0) return false;
-  if (version) *version = read_line("/sys/module/nvidia_peermem/version");
-  return true;
+  for (const Probe& p : probes) {
+    if (stat((root + p.dir).c_str(), &sb) != 0) continue;
+    if (version) {
+      const std::string v = read_line(root + p.version);
+      *version = std::string(p.dir).substr(std::string(p.dir).rfind('/') + 1) + (v.empty() ? "" : " " + v);
+    }
+    return true;
+  }
+  return false;
 }
 
 int gid_roce_version(const std::string& device, int port, int index) {
-  std::string t = read_line("/sys/class/infiniband/" + device + "/ports/" + std::to_string(port) +
+  std::string t = read_line(sysfs_root() + "/class/infiniband/" + device + "/ports/" + std::to_string(port) +
                             "/gid_attrs/types/" + std::to_string(index));
   if (t.find("RoCE v2") != std::string::npos) return 2;
   if (t.find("RoCE v1") != std::string::npos || t.find("IB/RoCE") != std::string::npos) return 1;
   return 0;
 }
 
+bool dmabuf_errno_means_unsupported(int err) {
+  // The library has the symbol (rdma-core 34+) but the kernel or provider lacks the method:
+  // EOPNOTSUPP/ENOTSUP from the provider, EPROTONOSUPPORT when uverbs has no REG_DMABUF_MR method
+  // (kernels < 5.12, old MLNX_OFED), ENOTTY without the ioctl path at all, ENOSYS from old stubs.
+  // Anything else (EINVAL, EFAULT, EBADF, ENOMEM...) is a real error with a real cause.
+  return err == EOPNOTSUPP || err == ENOTSUP || err == EPROTONOSUPPORT || err == ENOTTY || err == ENOSYS;
+}
+
+void fork_protect_once() {
+  // Kernels before 5.13 do not copy pinned pages on fork: a fork (IPython `!cmd`, subprocess,
+  // multiprocessing) while a host region is registered leaves the HCA writing into pages the
+  // parent no longer owns. ibv_fork_init marks registered ranges MADV_DONTFORK, as NCCL does at
+  // init; libibverbs does the same by itself when RDMAV_FORK_SAFE is set. GDRLAB_IB_FORK_INIT=0
+  // skips it.
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* off = std::getenv("GDRLAB_IB_FORK_INIT");
+    if (off && std::string(off) == "0") return;
+    const VerbsApi& api = verbs();
+    if (api.fork_init) api.fork_init();  // its failure (e.g. EINVAL after a registration) is not fatal
+  });
+}
+
 // --------------------------------------------------------------------------------- Context
-Context::Context(const std::string& name) {
+Context::Context(const std::string& name, int gpu) {
   const VerbsApi& api = verbs();
-  ctx_ = open_named(api, name, &name_);
+  const HcaFilter filter = name.empty() ? hca_filter_from_env() : HcaFilter();
+  ctx_ = open_named(api, name, filter, name.empty() ? gpu_pci_path(gpu) : "", &name_, &preferred_port_, &gpu_hops_);
   try {
     info_ = describe(api, ctx_, name_);
   } catch (...) {
@@ -204,6 +280,7 @@ ibv::ibv_gid Context::gid(int port, int index) const {
 }
 
 int Context::active_port() const {
+  if (preferred_port_ > 0 && port_attr(preferred_port_).state == ibv::IBV_PORT_ACTIVE) return preferred_port_;
   std::string states;
   for (int p = 1; p <= info_.phys_port_cnt; ++p) {
     ibv::ibv_port_attr a = port_attr(p);
@@ -215,6 +292,7 @@ int Context::active_port() const {
 
 // ------------------------------------------------------------------------- ProtectionDomain
 ProtectionDomain::ProtectionDomain(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {
+  fork_protect_once();  // before the first registration, which needs a protection domain
   errno = 0;
   pd_ = verbs().alloc_pd(ctx_->get());
   if (!pd_) throw_verbs("ibv_alloc_pd", errno ? errno : ENOMEM, ctx_->name());
@@ -297,7 +375,7 @@ std::unique_ptr<MemoryRegion> MemoryRegion::register_device(std::shared_ptr<Prot
           m->mechanism_ = MrMechanism::DmaBuf;
           return m;
         }
-        if (how == GpuRegistration::DmaBuf || (err != EOPNOTSUPP && err != ENOTSUP && err != ENOSYS && err != EINVAL))
+        if (how == GpuRegistration::DmaBuf || !dmabuf_errno_means_unsupported(err))
           throw_verbs("ibv_reg_dmabuf_mr", err, std::to_string(length) + " bytes of GPU memory", true);
         dmabuf_why = std::string("ibv_reg_dmabuf_mr failed: ") + std::strerror(err);
       }
@@ -309,7 +387,8 @@ std::unique_ptr<MemoryRegion> MemoryRegion::register_device(std::shared_ptr<Prot
   if (how != GpuRegistration::Raw && !peermem_loaded(&peermem_version)) {
     std::string text = "GPU memory cannot be registered here: ";
     if (how == GpuRegistration::Auto) text += dmabuf_why + "; and ";
-    text += "nvidia_peermem is not loaded (/sys/module/nvidia_peermem is absent; modprobe nvidia_peermem)";
+    text += "no peer-memory module is loaded (neither nvidia_peermem nor the legacy nv_peer_mem; "
+            "modprobe nvidia_peermem)";
     throw_unavailable(text);
   }
   auto t0 = Clock::now();

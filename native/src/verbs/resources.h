@@ -34,7 +34,9 @@ struct PortInfo {
   int link_layer = 0;   // 1 InfiniBand, 2 Ethernet (RoCE)
   int gid_tbl_len = 0;
   int active_width = 0;
-  int active_speed = 0;
+  int active_speed = 0;  // the IBVERBS_1.1 query's code: 0 on XDR and newer, which only
+                         // active_speed_ex (not filled by that query) can express
+  std::string rate;      // sysfs ports/<n>/rate, e.g. "800 Gb/sec (4X XDR)"; "" where unreadable
 };
 
 struct DeviceInfo {
@@ -57,8 +59,20 @@ PortInfo port_info(int port, const ibv::ibv_port_attr& a);
 // Every device libibverbs lists, with attributes; empty when there is none.
 std::vector<DeviceInfo> verbs_devices();
 
-// True when /sys/module/nvidia_peermem exists; *version gets its version file when readable.
+// The sysfs mount: $GDRLAB_SYSFS_ROOT if set (containers that bind-mount the host's elsewhere),
+// else /sys.
+std::string sysfs_root();
+
+// True when a GPU peer-memory client is loaded: nvidia_peermem, or MLNX_OFED's legacy nv_peer_mem
+// (module or /kernel/mm/memory_peers/nv_mem*). *version gets "<name> <version>" when readable.
 bool peermem_loaded(std::string* version = nullptr);
+
+// True when ibv_reg_dmabuf_mr's errno says the kernel/provider has no dma-buf support, so Auto
+// falls back to peer memory; false for real errors (EINVAL, EFAULT, EBADF...), which are raised.
+bool dmabuf_errno_means_unsupported(int err);
+
+// Calls ibv_fork_init once per process before the first registration (GDRLAB_IB_FORK_INIT=0: not).
+void fork_protect_once();
 
 // RoCE version of a GID table entry from sysfs (.../gid_attrs/types/<index>): 2 for "RoCE v2",
 // 1 for "IB/RoCE v1", 0 when unknown or not readable.
@@ -66,9 +80,11 @@ int gid_roce_version(const std::string& device, int port, int index);
 
 class Context {
  public:
-  // name "" picks the first device with an ACTIVE port. Throws Unavailable when no device exists
-  // (with verbs_status's reason) or the named device is not there.
-  explicit Context(const std::string& name = "");
+  // name "" picks, among the devices GDRLAB_IB_HCA (or NCCL_IB_HCA) allows, one with an ACTIVE
+  // port, nearest CUDA device `gpu` in the PCIe tree (gpu < 0, no GPU, or an unreadable sysfs: the
+  // first listed). Throws Unavailable when no device exists (with verbs_status's reason) or the
+  // named device is not there.
+  explicit Context(const std::string& name = "", int gpu = -1);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -79,12 +95,17 @@ class Context {
   // Port attributes, freshly queried (state and MTU may change while the process runs).
   ibv::ibv_port_attr port_attr(int port) const;
   ibv::ibv_gid gid(int port, int index) const;
-  // The first ACTIVE port, or throws Unavailable naming the ports and their states.
+  // The port chosen with the device (GDRLAB_IB_HCA's), else the first ACTIVE port, or throws
+  // Unavailable naming the ports and their states.
   int active_port() const;
+  // PCIe hops between this HCA and the GPU it was chosen for; -1 when not chosen by distance.
+  int gpu_hops() const { return gpu_hops_; }
 
  private:
   ibv::ibv_context* ctx_ = nullptr;
   std::string name_;
+  int preferred_port_ = 0;
+  int gpu_hops_ = -1;
   DeviceInfo info_;
 };
 
@@ -110,7 +131,7 @@ const char* mr_mechanism_name(MrMechanism m);
 enum class GpuRegistration { Auto = 0, DmaBuf = 1, PeerMem = 2, Raw = 3 };
 
 constexpr int kDefaultAccess =
-    ibv::IBV_ACCESS_LOCAL_WRITE | ibv::IBV_ACCESS_REMOTE_WRITE | ibv::IBV_ACCESS_REMOTE_READ;
+    ibv::IBV_ACCESS_LOCAL_WRITE | ibv::IBV_ACCESS_REMOTE_WRITE;  // only RDMA WRITE is used: no REMOTE_READ
 
 class MemoryRegion {
  public:

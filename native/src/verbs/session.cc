@@ -7,10 +7,16 @@
 namespace gdrlab {
 namespace {
 
-VerbsPathConfig config_of(const TestSpec& s, const VerbsSelection& sel) {
+VerbsPathConfig config_of(const TestSpec& s, const VerbsSelection& sel, bool server) {
   VerbsPathConfig c;
   static_cast<PathConfig&>(c) = path_config(s, Wire::Verbs);
   c.gpu_registration = sel.registration;
+  // The data messages the peer sends inside measure()/answer(): both directions in latency
+  // ping-pong, client to server only in bandwidth mode, none in verify mode.
+  const uint64_t total = static_cast<uint64_t>(s.warmup) + s.iters;
+  const Mode mode = static_cast<Mode>(s.mode);
+  if (mode == Mode::Latency) c.peer_loop_messages = total;
+  else if (mode == Mode::Bandwidth && server) c.peer_loop_messages = total * s.window;
   return c;
 }
 
@@ -19,17 +25,27 @@ LinkConfig link_config(const VerbsSelection& sel, int timeout_ms) {
   lc.port = sel.port;
   lc.gid_index = sel.gid_index;
   lc.timeout_ms = timeout_ms;
+  lc.service_level = sel.service_level;
+  lc.traffic_class = sel.traffic_class;
+  lc.pkey_index = sel.pkey_index;
+  lc.pkey = sel.pkey;
   return lc;
 }
 
-int env_int(const char* name, int lo, int hi, int dflt) {
+int env_int(const char* name, int lo, int hi, int dflt, int base = 10) {
   const char* v = std::getenv(name);
   if (!v || !*v) return dflt;
   char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
+  long x = std::strtol(v, &end, base);
   if (*end || x < lo || x > hi)
     throw_invalid(std::string(name) + "='" + v + "' is not an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
   return static_cast<int>(x);
+}
+
+// Our name first, then NCCL's, so a cluster's existing NCCL settings apply unchanged.
+int env_int2(const char* ours, const char* nccl, int lo, int hi, int dflt, int base = 10) {
+  const char* v = std::getenv(ours);
+  return env_int(v && *v ? ours : nccl, lo, hi, dflt, base);
 }
 
 }  // namespace
@@ -48,7 +64,12 @@ VerbsSelection verbs_selection_from_env() {
       s.port = static_cast<int>(port);
     }
   }
-  s.gid_index = env_int("GDRLAB_IB_GID_INDEX", 0, 255, -1);
+  s.gid_index = env_int2("GDRLAB_IB_GID_INDEX", "NCCL_IB_GID_INDEX", 0, 255, -1);
+  s.traffic_class = env_int2("GDRLAB_IB_TC", "NCCL_IB_TC", 0, 255, 0);
+  s.service_level = env_int2("GDRLAB_IB_SL", "NCCL_IB_SL", 0, 15, 0);
+  // NCCL_IB_PKEY is an index into the port's P_Key table; GDRLAB_IB_PKEY is a P_Key value (0x8001).
+  s.pkey_index = env_int2("GDRLAB_IB_PKEY_INDEX", "NCCL_IB_PKEY", 0, 65535, 0);
+  s.pkey = env_int("GDRLAB_IB_PKEY", 0, 0xFFFF, -1, 0);
   if (const char* r = std::getenv("GDRLAB_GDR_REG")) {
     std::string v(r);
     if (v == "" || v == "auto") s.registration = GpuRegistration::Auto;
@@ -70,9 +91,10 @@ void serve_connect(TcpWire& wire, const std::vector<uint8_t>& body) {
   bool built = build_or_refuse(wire, [&] {
     check_spec_common(spec, "verbs");
     VerbsSelection sel = verbs_selection_from_env();
-    VerbsPathConfig cfg = config_of(spec, sel);
+    VerbsPathConfig cfg = config_of(spec, sel, true);
     require_rdma_device();
-    auto pd = std::make_shared<ProtectionDomain>(std::make_shared<Context>(sel.device));
+    const int gpu = path_needs_gpu(cfg.path) ? cfg.device : -1;  // the HCA nearest it, unless named
+    auto pd = std::make_shared<ProtectionDomain>(std::make_shared<Context>(sel.device, gpu));
     ep = std::make_unique<VerbsEndpoint>(cfg, std::make_unique<RcLink>(pd, link_config(sel, 30000)));
     ep->set_remote(remote);
     ep->link().connect(remote);
@@ -119,8 +141,10 @@ void VerbsClient::close() {
 VerbsRunResult VerbsClient::run(const TestSpec& spec, Buffer* user, size_t offset) {
   session_->wire();  // throws PeerClosed after close() or a dropped session
   check_spec_common(spec, "verbs");
-  VerbsPathConfig cfg = config_of(spec, sel_);
-  if (!pd_) pd_ = std::make_shared<ProtectionDomain>(std::make_shared<Context>(sel_.device));
+  VerbsPathConfig cfg = config_of(spec, sel_, false);
+  if (!pd_)  // the HCA nearest this test's GPU, unless GDRLAB_IB_DEV names one; kept for the session
+    pd_ = std::make_shared<ProtectionDomain>(
+        std::make_shared<Context>(sel_.device, path_needs_gpu(cfg.path) ? cfg.device : -1));
   VerbsEndpoint ep(cfg, std::make_unique<RcLink>(pd_, link_config(sel_, timeout_ms_)), user, offset);
   VerbsRunResult res;
   res.mechanism = ep.mechanism();
@@ -128,6 +152,7 @@ VerbsRunResult VerbsClient::run(const TestSpec& spec, Buffer* user, size_t offse
   res.port = ep.link().port();
   res.link_layer = ep.link().link_layer();
   res.gid_index = ep.link().gid_index();
+  res.gpu_hops = ep.link().pd()->context()->gpu_hops();
   return session_->guarded([&](TcpWire& w) {
     ConnInfo mine = ep.link().local_info();
     ep.describe_region(&mine);

@@ -9,8 +9,10 @@
 //   timed loop over the QP (RDMA WRITE WITH IMM): latency ping-pong / bandwidth window + ACK
 //   verification: pattern(seed) over the QP -> VERDICT over tcp; pattern(seed+1) back over the QP
 //
-// Which HCA is used: $GDRLAB_IB_DEV ("mlx5_0" or "mlx5_0:1"; default: the first ACTIVE port),
-// $GDRLAB_IB_GID_INDEX (RoCE; default: chosen by select_gid_index) and $GDRLAB_GDR_REG
+// Which HCA is used: $GDRLAB_IB_DEV ("mlx5_0" or "mlx5_0:1"; default: among the devices
+// $GDRLAB_IB_HCA allows, the ACTIVE one nearest the test's GPU, see verbs/hca.h),
+// $GDRLAB_IB_GID_INDEX (RoCE; default: chosen by select_gid_index), $GDRLAB_IB_TC / $GDRLAB_IB_SL
+// (traffic class and service level, default 0), $GDRLAB_IB_PKEY or $GDRLAB_IB_PKEY_INDEX, and $GDRLAB_GDR_REG
 // (auto | dmabuf | peermem: how GPU memory is registered; default auto), on each side.
 #pragma once
 #include <cstdint>
@@ -36,15 +38,21 @@ struct VerbsRunResult : RunResult {
   int link_layer = 0;            // 1 InfiniBand, 2 RoCE
   int gid_index = 0;
   int path_mtu = 0;              // ibv_mtu code
+  int gpu_hops = -1;             // PCIe hops HCA-GPU when the HCA was chosen by distance, else -1
 };
 
 struct VerbsSelection {
   std::string device;
   int port = 0;
   int gid_index = -1;
+  int traffic_class = 0;   // GDRLAB_IB_TC or NCCL_IB_TC
+  int service_level = 0;   // GDRLAB_IB_SL or NCCL_IB_SL
+  int pkey_index = 0;      // GDRLAB_IB_PKEY_INDEX or NCCL_IB_PKEY
+  int pkey = -1;           // GDRLAB_IB_PKEY (a P_Key value, hex or decimal)
   GpuRegistration registration = GpuRegistration::Auto;
 };
-// Reads GDRLAB_IB_DEV, GDRLAB_IB_GID_INDEX and GDRLAB_GDR_REG; throws InvalidArgument on a bad value.
+// Reads GDRLAB_IB_DEV, GDRLAB_IB_GID_INDEX, GDRLAB_IB_TC, GDRLAB_IB_SL, GDRLAB_IB_PKEY(_INDEX) (each
+// GDRLAB_ name first, then NCCL's where NCCL has one) and GDRLAB_GDR_REG; throws InvalidArgument on a bad value.
 VerbsSelection verbs_selection_from_env();
 
 class VerbsClient {

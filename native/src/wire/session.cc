@@ -29,6 +29,7 @@ RunResult run_client_test(TcpWire& control, TestEndpoint& ep, const TestSpec& sp
   RunResult res;
   measure(spec, [&] { ep.send(false); }, [&] { ep.recv(); }, [&] { ep.expect_ack(); }, &res.samples_s,
           &res.bytes_per_sample);
+  ep.settle();  // the peer's last timed write landed in this buffer: flush it before overwriting
   ep.user().fill_pattern(spec.seed, ep.offset(), spec.size);
   ep.send(true);
   std::vector<uint8_t> verdict = control.expect(FrameType::Verdict);

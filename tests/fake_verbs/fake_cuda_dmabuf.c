@@ -1,0 +1,45 @@
+/* Added to the stand-in libcuda (tests/fake_cuda) for dma-buf tests: cuMemGetHandleForAddressRange
+ * hands out a real file descriptor (of /dev/null) for any range, as the driver hands out a
+ * dma-buf fd; the stand-in libibverbs built with -DFAKE_IBV_WITH_DMABUF then registers the range.
+ * GDRLAB_FAKE_CUDA_FLUSH_OPTIONS / _ORDERING set the two GPUDirect RDMA attributes (117, 118) the
+ * engine reads before flushing; cuFlushGPUDirectRDMAWrites counts its calls; cuDeviceGetPCIBusId
+ * reports GDRLAB_FAKE_CUDA_BUS_ID. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int flushes;
+
+int fake_cuda_flushes(void) { return flushes; }
+
+int cuMemGetHandleForAddressRange(int* fd, unsigned long long ptr, size_t size, int type, unsigned long long flags) {
+  (void)ptr; (void)size; (void)type; (void)flags;
+  *fd = open("/dev/null", O_RDONLY);
+  return *fd < 0 ? 999 : 0;
+}
+
+int cuFlushGPUDirectRDMAWrites(int target, int scope) {
+  (void)target; (void)scope;
+  ++flushes;
+  return 0;
+}
+
+int cuDeviceGetAttribute(int* v, int attr, int dev) {
+  (void)dev;
+  const char* e = 0;
+  if (attr == 117) e = getenv("GDRLAB_FAKE_CUDA_FLUSH_OPTIONS");
+  if (attr == 118) e = getenv("GDRLAB_FAKE_CUDA_ORDERING");
+  *v = e ? atoi(e) : (attr == 117 ? 1 : 0);
+  return 0;
+}
+
+/* GDRLAB_FAKE_CUDA_BUS_ID: the PCI address the GPU reports (default none: an empty string). */
+int cuDeviceGetPCIBusId(char* out, int len, int dev) {
+  (void)dev;
+  const char* id = getenv("GDRLAB_FAKE_CUDA_BUS_ID");
+  if (len > 0) {
+    strncpy(out, id ? id : "", (size_t)len - 1);
+    out[len - 1] = 0;
+  }
+  return 0;
+}
