@@ -12,7 +12,7 @@ PATH_NAMES: tuple = ('host', 'staged', 'shared', 'pipelined', 'gdr')
 
 WIRE_NAMES: tuple = ('tcp', 'verbs')
 
-MODE_NAMES: tuple = ('latency', 'bandwidth', 'verify')
+MODE_NAMES: tuple = ('lat', 'bw', 'verify')
 
 ERROR_CLASS_NAMES: tuple = ...
 
