@@ -241,7 +241,7 @@ def default_gpu_budget(device: int) -> int:
     return GPU_BUDGET_CAP
 
 
-def _serve(server, once: bool) -> int:
+def _serve(server: Server, once: bool) -> int:
     if once:  # one client in this thread, its outcome the exit status
         while True:
             try:
@@ -253,7 +253,8 @@ def _serve(server, once: bool) -> int:
             if error:
                 print(f"gdrlab serve: client ended with {_printable(error, 300)}", file=sys.stderr, flush=True)
             return 1 if error else 0
-    def _terminate(signum, frame):  # flush the log below, then exit as killed by SIGTERM would
+
+    def _terminate(signum: int, frame: object) -> None:  # flush the log below, then exit as killed by SIGTERM would
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, _terminate)
