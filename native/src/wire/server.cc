@@ -2,6 +2,7 @@
 // loop because a test blocks in CUDA copies and in the timed loop's socket calls, which an event
 // loop would have to move to threads anyway; the bound (max_handshakes unauthenticated plus
 // max_clients authenticated) keeps their number small, and every blocking call has a deadline.
+#include <system_error>
 #include <algorithm>
 #include <thread>
 
