@@ -21,21 +21,17 @@ inline uint64_t splitmix(uint64_t x) {
 
 // Device memory is filled and checked through a host scratch buffer, one slice at a time.
 constexpr size_t kSlice = 8u << 20;
-
-// cuda.h's CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL (CUDA 9.2+) and CUDA_ERROR_INVALID_CONTEXT.
-constexpr int kPointerAttributeDeviceOrdinal = 9;
-constexpr CUresult kErrorInvalidContext = 201;
 }  // namespace
 
 int pointer_device(uintptr_t address) {
   const CudaApi& api = cuda();
   int ordinal = -1;
-  CUresult r = api.cuPointerGetAttribute(&ordinal, kPointerAttributeDeviceOrdinal, address);
-  if (r == kErrorInvalidContext) {
+  CUresult r = api.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address);
+  if (r == CUDA_ERROR_INVALID_CONTEXT) {
     // The thread has no current context yet: any primary context answers for every GPU's
     // memory (unified addressing). Only then is one made current, so a caller's own is kept.
     cuda_use(0);
-    r = api.cuPointerGetAttribute(&ordinal, kPointerAttributeDeviceOrdinal, address);
+    r = api.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address);
   }
   if (r != CUDA_SUCCESS) return -1;
   unsigned int mtype = 0;
