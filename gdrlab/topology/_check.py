@@ -3,9 +3,9 @@
 Every PCI-to-PCI bridge (a root port, a switch's upstream or downstream port) holds three bus
 numbers: primary (its own bus), secondary (the bus right below it) and subordinate (the highest
 bus below it). Configuration requests are routed by them, so firmware and the kernel must number
-buses such that (PCI-to-PCI Bridge Architecture Specification 1.2, ch. 3, bus number registers
-and type 1 configuration forwarding; PCI Express Base Specification 4.0, §7.5.1.3, Type 1
-configuration header):
+buses such that (PCI-to-PCI Bridge Architecture Specification 1.2, ch. 3: the Primary, Secondary
+and Subordinate Bus Number registers of the type 1 header, and how type 1 configuration requests
+are forwarded by them; PCI Express keeps that header for its ports):
 
 * ``secondary-bus``: every function directly below a bridge is on the bridge's secondary bus;
 * ``bus-range``: every function deeper below is inside secondary..subordinate, in the same domain;
@@ -14,9 +14,10 @@ configuration header):
 * ``overlap``: two bridges below one parent have disjoint ranges (a request has one route);
 * ``duplicate-address``: no two functions share one domain:bus:device.function;
 * ``one-device-per-link``: a PCIe link joins one port to one device, so the functions below a
-  root port or a switch's downstream port belong to one device (PCI Express Base Specification
-  4.0, §7.3.1: a downstream port passes configuration requests only to Device 0 of its link,
-  or to that one device's functions under ARI). Functions of different vendors there are two
+  root port or a switch's downstream port belong to one device (a PCIe Downstream Port leads to
+  a link with only Device 0 on it: PCI Express Base Specification r3.1, §7.3.1, the rule Linux
+  relies on in ``only_one_child()`` of drivers/pci/probe.c; under ARI that one device may
+  have up to 256 functions). Functions of different vendors there are two
   devices on one link. A conventional PCI bus (a PCIe-to-PCI bridge) may hold several devices;
   hwloc's export does not say which bridges are conventional, so this rule reads them all as
   PCIe ports.
