@@ -46,7 +46,7 @@ class Served:
         while self.server.active_sessions and time.monotonic() < deadline:
             time.sleep(0.01)
         assert self.server.active_sessions == 0
-        time.sleep(0.05)  # the connection thread logs "ended with" after leaving the session count
+        time.sleep(0.2 * TIME_SCALE)  # the connection thread logs "ended with" after leaving the session count
 
     def close(self) -> None:
         self._stop.set()
