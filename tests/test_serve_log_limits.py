@@ -15,8 +15,8 @@ import threading
 import time
 
 import pytest
-
 from conftest import TIME_SCALE
+
 from gdrlab import engine
 from gdrlab.engine import native
 
