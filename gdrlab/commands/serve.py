@@ -45,11 +45,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                      help="the shared secret on the command line: visible to every user in `ps`; "
                           "prefer --token-file or $GDRLAB_TOKEN")
     p.add_argument("--device", type=int, default=0, metavar="N",
-                   help="the GPU every GPU test of this server uses, whatever a client asks (default 0)")
+                   help="the GPU every GPU test of this server uses, tcp and verbs wire alike, whatever a client "
+                        "asks (default 0; one this machine does not have is refused at start-up)")
     p.add_argument("--max-clients", type=_max_clients, default=DEFAULT_MAX_CLIENTS, metavar="N",
                    help=f"authenticated clients served at once; more are told 'server busy' (default {DEFAULT_MAX_CLIENTS})")
     p.add_argument("--max-pinned", type=_size, default=None, metavar="BYTES",
-                   help="host memory budget for all sessions' buffers (pinned and pageable), e.g. 16G "
+                   help="host memory budget for all sessions' buffers on both wires (pinned, pageable and "
+                        "registered, every landing slot and depth x chunk counted), e.g. 16G "
                         "(default: 25%% of MemTotal, at most 16 GiB)")
     p.add_argument("--max-gpu-mem", type=_size, default=None, metavar="BYTES",
                    help="GPU memory budget for all sessions' buffers (default: 25%% of the device's memory, "
@@ -180,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
     host, port = parse_listen(args.listen)
     if not 0 <= args.device < 1024:
         raise InvalidArgument(f"--device must be a GPU ordinal (0 or more), got {args.device}")
+    _check_device(args.device)
     if not 0 < args.timeout <= 86400:  # also refuses NaN
         raise InvalidArgument(f"--timeout must be between 0 and 86400 seconds, got {args.timeout!r}")
     if not 0 < args.idle_timeout <= 86400:
@@ -215,6 +218,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"gdrlab serve: listening on {host}:{server.port}" + (" (token required)" if token else ""),
               file=sys.stderr, flush=True)
     return _serve(server, args.once)
+
+
+def _check_device(device: int) -> None:
+    """Refuses a --device this machine does not have. Without a usable CUDA driver the server
+    still serves host tests (GPU tests are then refused, naming why), so nothing is checked."""
+    from ..engine import native
+    usable, _, _ = native().cuda_probe()
+    if not usable:
+        return
+    try:
+        count = len(native().gpu_infos())
+    except Exception:  # noqa: BLE001 - a driver that cannot list its GPUs: tests will say why
+        return
+    if device >= count:
+        raise InvalidArgument(f"--device {device}: this machine has {count} GPU(s) (0..{count - 1})"
+                              if count else f"--device {device}: this machine has no GPU")
 
 
 def default_host_budget() -> int:
@@ -280,7 +299,7 @@ def _serve(server: Server, once: bool) -> int:
     finally:
         stop.set()
         acceptor.join()
-        for line in server.take_log():
+        for line in server.take_log(final=True):  # with the counts of lines left out so far
             print(f"gdrlab serve: {line}", file=sys.stderr, flush=True)
     if failed:
         raise failed[0]

@@ -168,7 +168,7 @@ void bind_sessions(nb::module_& m) {
             nb::gil_scoped_release release;
             s.serve_for(ms);
           }, "ms"_a)
-      .def("take_log", &Server::take_log);
+      .def("take_log", &Server::take_log, "final"_a = false);
 }
 
 // What the CUDA driver reports, and the copy-engine measurements.

@@ -1,7 +1,10 @@
 #include "verbs/session.h"
 
+#include <algorithm>
 #include <cstdlib>
 
+#include "core/budget.h"
+#include "core/cuda_api.h"
 #include "core/error.h"
 
 namespace gdrlab {
@@ -83,16 +86,27 @@ VerbsSelection verbs_selection_from_env() {
 // ------------------------------------------------------------------------------ server side
 namespace {
 
-void serve_connect(TcpWire& wire, const std::vector<uint8_t>& body) {
+void serve_connect(Server& server, TcpWire& wire, const std::vector<uint8_t>& body) {
   TestSpec spec;
   ConnInfo remote;
   decode_connect_request(body.data(), body.size(), &spec, &remote);
+  spec.device = static_cast<uint32_t>(server.limits().device);  // this server's GPU, whatever was asked
+  // Declared before the endpoint, so the buffers are freed before their share goes back.
+  Reservation held;
   std::unique_ptr<VerbsEndpoint> ep;
   bool built = build_or_refuse(wire, [&] {
     check_spec_common(spec, "verbs");
     VerbsSelection sel = verbs_selection_from_env();
     VerbsPathConfig cfg = config_of(spec, sel, true);
     require_rdma_device();
+    // Sizes, depth and chunk bounded first (chunk clamped to the message), then the memory
+    // reserved from the server's budget before the HCA is opened or a byte allocated.
+    VerbsPathConfig checked = cfg;
+    check_endpoint(Wire::Verbs, &checked, nullptr, 0);
+    if (path_needs_gpu(cfg.path)) cuda_context(cfg.device);  // "GPU N does not exist" before anything else
+    uint64_t host = 0, gpu_bytes = 0;
+    verbs_session_memory(checked, &host, &gpu_bytes);
+    held = server.budget().reserve(host, gpu_bytes);
     const int gpu = path_needs_gpu(cfg.path) ? cfg.device : -1;  // the HCA nearest it, unless named
     auto pd = std::make_shared<ProtectionDomain>(std::make_shared<Context>(sel.device, gpu));
     ep = std::make_unique<VerbsEndpoint>(cfg, std::make_unique<RcLink>(pd, link_config(sel, 30000)));
@@ -112,10 +126,30 @@ void serve_connect(TcpWire& wire, const std::vector<uint8_t>& body) {
 
 }  // namespace
 
+void verbs_session_memory(const PathConfig& cfg, uint64_t* host, uint64_t* gpu) {
+  // What VerbsEndpoint's constructor allocates on the serving side (no user buffer given).
+  const uint64_t n = cfg.size;
+  const uint64_t landing = n * kLandingSlots;  // every landing slot the peer may write into
+  constexpr uint64_t kGpuPage = 2u << 20;
+  *host = 0;
+  *gpu = 0;
+  switch (cfg.path) {
+    case Path::Host: *host = n; break;                                    // the registered message buffer
+    case Path::Gdr: *gpu = (n + kGpuPage - 1) / kGpuPage * kGpuPage; break;  // whole 2 MiB GPU pages
+    case Path::Staged: *host = 2 * landing; *gpu = n; break;             // pinned bounce + pageable landing
+    case Path::Shared: *host = landing; *gpu = n; break;                 // pinned landing slots
+    case Path::Pipelined:                                                // pinned landing + depth send slots
+      *host = landing + static_cast<uint64_t>(cfg.depth) * std::min<uint64_t>(cfg.chunk, n);
+      *gpu = n;
+      break;
+    default: break;
+  }
+}
+
 void add_verbs_wire(Server& server) {
-  server.add_wire(FrameType::Connect, [](TcpWire& wire, const std::vector<uint8_t>& body) {
+  server.add_wire(FrameType::Connect, [&server](TcpWire& wire, const std::vector<uint8_t>& body) {
     try {
-      serve_connect(wire, body);
+      serve_connect(server, wire, body);
     } catch (const Error& e) {
       // A verbs failure inside the test (a completion error, no HCA) ends the test, not the session.
       if (e.kind != ErrorKind::Unavailable && e.kind != ErrorKind::Verbs) throw;

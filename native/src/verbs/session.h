@@ -26,9 +26,16 @@
 
 namespace gdrlab {
 
-// Makes `server` answer CONNECT: one verbs test per request. A test this side cannot set up is
-// answered with an ERROR frame and the session continues.
+// Makes `server` answer CONNECT: one verbs test per request, on the server's own GPU
+// (ServerLimits::device, whatever the client asks), its buffers reserved from the server's memory
+// budget before anything is allocated. A test this side cannot set up (or that does not fit the
+// budget) is answered with an ERROR frame and the session continues.
 void add_verbs_wire(Server& server);
+
+// The host and GPU bytes one serving-side verbs endpoint of cfg allocates (the memory budget's
+// request), cfg already checked (chunk clamped to the message): every landing slot, the staged
+// bounce buffer, the pipelined send slots (depth x chunk), the gdr buffer in whole 2 MiB pages.
+void verbs_session_memory(const PathConfig& cfg, uint64_t* host, uint64_t* gpu);
 
 struct VerbsRunResult : RunResult {
   std::string mechanism;         // this side's registration: host, dmabuf, peermem

@@ -19,8 +19,9 @@ constexpr int kFailureMemoryMs = 60000;   // an address's failures are forgotten
 constexpr int kFirstDelayMs = 50;         // the first refused token waits this long; doubles after
 constexpr int kMaxDelayMs = 3000;         // ... up to this: slow enough against guessing, never a ban
 constexpr size_t kMaxAddrs = 4096;
-constexpr int kMaxRefusalLines = 20;
-constexpr uint32_t kMaxPreAuthBytes = 4096;  // a HELLO or ERROR frame read before authentication      // refusal log lines per interval, all addresses together
+constexpr int kMaxRefusalLines = 20;        // refusal log lines per interval, all addresses together
+constexpr int kSessionLinesPerKind = 3;     // an authenticated address's lines of one kind per interval
+constexpr uint32_t kMaxPreAuthBytes = 4096;  // a HELLO or ERROR frame read before authentication
 
 // "192.0.2.7:51234" -> "192.0.2.7" (also IPv6): refusals are counted per host, not per connection.
 std::string host_of(const std::string& addr) {
@@ -45,6 +46,13 @@ std::string describe_host() {
 
 int ms_since(Clock::time_point t) {
   return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
+}
+
+// "client 192.0.2.7: 57 more 'connected' lines left out (at most 3 a kind per address per 10 s)"
+std::string left_out_line(const std::string& host, const std::string& kind, uint64_t n, int interval_ms) {
+  const std::string per = interval_ms % 1000 ? std::to_string(interval_ms) + " ms" : std::to_string(interval_ms / 1000) + " s";
+  return "client " + host + ": " + std::to_string(n) + " more '" + kind + "' lines left out (at most " +
+         std::to_string(kSessionLinesPerKind) + " a kind per address per " + per + ")";
 }
 
 std::string describe_error(const Error& e) { return std::string(error_class_name(e.kind)) + ": " + e.what(); }
@@ -95,13 +103,46 @@ void Server::log(const std::string& line) {
   log_.push_back(line);
 }
 
-std::vector<std::string> Server::take_log() {
+std::vector<std::string> Server::take_log(bool final) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> out(log_.begin(), log_.end());
   log_.clear();
+  summaries(final, &out);
   if (log_dropped_) out.push_back(std::to_string(log_dropped_) + " more log lines dropped (log flood)");
   log_dropped_ = 0;
   return out;
+}
+
+void Server::session_log(const std::string& addr, const std::string& kind, const std::string& line) {
+  std::vector<std::string> before;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    AddrState& st = addr_state(addr);
+    LineKind& k = st.kinds[kind];
+    if (ms_since(k.since) >= limits_.log_interval_ms) {  // a new interval for this kind
+      if (k.left_out)  // not summarised yet (take_log not called since): say so before the new line
+        before.push_back(left_out_line(host_of(addr), kind, k.left_out, limits_.log_interval_ms));
+      k = LineKind{Clock::now(), 0, 0};
+    }
+    if (k.lines >= kSessionLinesPerKind) {
+      ++k.left_out;
+      return;
+    }
+    ++k.lines;
+  }
+  for (const std::string& b : before) log(b);
+  log(line);
+}
+
+// Summary lines for session lines left out in intervals now over (all of them when final).
+void Server::summaries(bool final, std::vector<std::string>* out) {
+  for (auto& [host, st] : addrs_)
+    for (auto& [kind, k] : st.kinds) {
+      if (!k.left_out || (!final && ms_since(k.since) < limits_.log_interval_ms)) continue;
+      if (out->size() < kMaxLogLines) out->push_back(left_out_line(host, kind, k.left_out, limits_.log_interval_ms));
+      else ++log_dropped_;  // the overall cap holds for summaries too
+      k.left_out = 0;
+    }
 }
 
 // A refused token from addr: the delay before answering, doubling per failure up to a cap.
@@ -237,13 +278,16 @@ void Server::run_connection(std::unique_ptr<Socket> s) {
     TcpWire wire(std::move(s));
     bool authed = false;
     std::string outcome;
+    std::string outcome_class;  // the kind of the "ended with" line, for its rate limit
     try {
       handle(wire, addr, true, &authed);
     } catch (const Error& e) {
       outcome = describe_error(e);
+      outcome_class = error_class_name(e.kind);
       if (e.kind != ErrorKind::PeerClosed && e.kind != ErrorKind::PeerTimeout) wire.send_error(e);
     } catch (const std::exception& e) {
       outcome = e.what();
+      outcome_class = "other error";
     }
     if (!authed) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -251,7 +295,7 @@ void Server::run_connection(std::unique_ptr<Socket> s) {
     }
     uint64_t left_out = 0;
     if (authed && !outcome.empty()) {
-      log("client " + addr + ": ended with " + escape_text(outcome, 300));
+      session_log(addr, "ended with " + outcome_class, "client " + addr + ": ended with " + escape_text(outcome, 300));
     } else if (!authed && log_allowed(addr, &left_out)) {
       std::string more = left_out ? " (" + std::to_string(left_out) + " more refused since the last line)" : "";
       log("client " + addr + ": refused before authentication: " + escape_text(outcome, 200) + more);
@@ -295,9 +339,9 @@ void Server::handle(TcpWire& wire, const std::string& addr, bool counted, bool* 
   BodyWriter w;
   w.str(describe_host());
   wire.send_control(FrameType::Welcome, w.bytes());
-  if (counted) log("client " + addr + ": connected");
+  if (counted) session_log(addr, "connected", "client " + addr + ": connected");
   session_loop(wire, addr);
-  if (counted) log("client " + addr + ": done");
+  if (counted) session_log(addr, "done", "client " + addr + ": done");
 }
 
 void Server::authenticate(TcpWire& wire, const std::string& addr, bool throttle) {

@@ -135,7 +135,8 @@ struct ServerLimits {
   int device = 0;                   // the GPU every GPU test of this server uses, whatever a client asks
   uint64_t max_host_bytes = 0;      // --max-pinned
   uint64_t max_gpu_bytes = 0;       // --max-gpu-mem
-  int log_interval_ms = 10 * 1000;  // repeated refusals from one address: one log line per interval
+  int log_interval_ms = 10 * 1000;  // repeated refusals from one address: one log line per interval;
+                                    // authenticated sessions' lines: a few of each kind per interval
 };
 
 class Server {
@@ -159,7 +160,10 @@ class Server {
   // bounded by max_handshakes + max_clients); returns early never. Sessions outlive the call.
   void serve_for(int ms);
   // Log lines since the last call, each one line of printable ASCII naming the client's address.
-  std::vector<std::string> take_log();
+  // Authenticated sessions' lines ("connected", "done", "ended with <error class>") are kept to a
+  // few of each kind per address and interval; the lines left out are counted in one summary line
+  // per kind once its interval is over, or at once with final (the server is stopping).
+  std::vector<std::string> take_log(bool final = false);
   uint64_t clients_served() const;
   int active_sessions() const;
   const ServerLimits& limits() const { return limits_; }
@@ -174,6 +178,10 @@ class Server {
   void session_loop(TcpWire& wire, const std::string& addr);
   void run_connection(std::unique_ptr<Socket> s);
   void log(const std::string& line);
+  // A line of an authenticated session, of a kind ("connected", "ended with Protocol"): logged
+  // unless this address already logged kSessionLinesPerKind of that kind this interval.
+  void session_log(const std::string& addr, const std::string& kind, const std::string& line);
+  void summaries(bool final, std::vector<std::string>* out);  // mu_ held
   int failure_delay(const std::string& addr);
   bool log_allowed(const std::string& addr, uint64_t* suppressed);
   AddrState& addr_state(const std::string& addr);
@@ -193,11 +201,17 @@ class Server {
   int handshakes_ = 0;   // connections not yet authenticated
   int sessions_ = 0;     // authenticated sessions
   std::set<Socket*> open_;
+  struct LineKind {  // one kind of session line from one address
+    std::chrono::steady_clock::time_point since{};  // start of its current interval
+    int lines = 0;                                  // logged in that interval
+    uint64_t left_out = 0;                          // not logged, not yet summarised
+  };
   struct AddrState {
     bool seen = false, logged = false;
     int failures = 0;
     std::chrono::steady_clock::time_point last_failure{}, last_log{};
     uint64_t suppressed = 0;
+    std::map<std::string, LineKind> kinds;  // a few fixed names, bounded
   };
   std::map<std::string, AddrState> addrs_;
   std::chrono::steady_clock::time_point refusal_window_{};

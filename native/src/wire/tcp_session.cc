@@ -41,8 +41,8 @@ void add_tcp_wire(Server& server) {
   server.add_wire(FrameType::Setup, [&server](TcpWire& w, const std::vector<uint8_t>& body) {
     TestSpec spec = decode_spec(body.data(), body.size());
     spec.device = static_cast<uint32_t>(server.limits().device);  // this server's GPU, whatever was asked
+    Reservation held;  // declared first: the buffers are freed before their share goes back
     std::unique_ptr<PathEndpoint> ep;
-    Reservation held;
     if (!build_or_refuse(w, [&] {
           check_spec_common(spec, "tcp");
           PathConfig cfg = path_config(spec, Wire::Tcp);

@@ -1,0 +1,168 @@
+"""Authenticated sessions cannot flood the server's log (classroom-serve issue, D3).
+
+A client that reconnects in a loop, or sessions that fail the same way again and again, log a few
+lines of each kind ("connected", "done", "ended with <error class>") per address and interval;
+the rest are counted in one summary line per kind once the interval is over, or when the server
+stops. The first line of a kind is never hidden by another kind's flood, and lines come again
+after the interval (a limit, not a ban).
+"""
+from __future__ import annotations
+
+import re
+import socket
+import struct
+import threading
+import time
+
+import pytest
+from conftest import TIME_SCALE
+
+from gdrlab import engine
+from gdrlab.engine import native
+
+pytestmark = pytest.mark.timeout(120)
+TOKEN = "log-limit-token-0123456789"
+MAGIC, VERSION = 0x4C524447, 1
+HELLO, WELCOME = 1, 2
+PER_KIND = 3  # lines of one kind per address and interval (docs/hardening.md)
+
+
+class Served:
+    """An engine Server accepting on a thread of this process."""
+
+    def __init__(self, **limits):
+        self.server = native().Server("127.0.0.1", 0, TOKEN, 5000, **limits)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.server.serve_for(100)
+
+    def quiet(self) -> None:
+        """Waits until no session is left (each logs its last line before it counts as gone)."""
+        deadline = time.monotonic() + 10 * TIME_SCALE
+        while self.server.active_sessions and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert self.server.active_sessions == 0
+        time.sleep(0.2 * TIME_SCALE)  # the connection thread logs "ended with" after leaving the session count
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+@pytest.fixture
+def served():
+    made: list[Served] = []
+
+    def make(**limits) -> Served:
+        made.append(Served(**limits))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def _frame(ftype: int, body: bytes) -> bytes:
+    return struct.pack("<IHHII", MAGIC, VERSION, ftype, 0, len(body)) + body
+
+
+def _protocol_error_session(port: int) -> None:
+    """Authenticates, then sends a frame of a type no server knows: the session ends with a
+    protocol error."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        tok = TOKEN.encode()
+        s.sendall(_frame(HELLO, struct.pack("<II", 1, len(tok)) + tok))
+        head = s.recv(16, socket.MSG_WAITALL)
+        assert struct.unpack("<IHHII", head)[2] == WELCOME
+        s.recv(struct.unpack("<IHHII", head)[4], socket.MSG_WAITALL)
+        s.sendall(_frame(999, b""))
+        try:
+            while s.recv(4096):
+                pass
+        except OSError:
+            pass
+
+
+def _count(lines: list[str], what: str) -> int:
+    return sum(1 for ln in lines if ln.endswith(what))
+
+
+def _left_out(lines: list[str], kind: str) -> int:
+    return sum(int(m.group(1)) for ln in lines for m in [re.search(rf": (\d+) more '{kind}' lines left out", ln)] if m)
+
+
+def test_reconnect_loop_logs_a_few_lines_of_each_kind_and_counts_the_rest(served):
+    s = served(log_interval_ms=600_000)
+    for _ in range(40):
+        with engine.Connection("127.0.0.1", s.server.port, TOKEN, timeout_s=10):
+            pass
+    s.quiet()
+    lines = s.server.take_log()
+    assert _count(lines, ": connected") == PER_KIND and _count(lines, ": done") == PER_KIND, lines
+    assert len(lines) == 2 * PER_KIND, lines  # the interval is not over: no summary yet
+    final = s.server.take_log(final=True)  # the server stops: what was left out is counted
+    assert _left_out(final, "connected") == 40 - PER_KIND, final
+    assert _left_out(final, "done") == 40 - PER_KIND, final
+    assert all(ln.startswith("client 127.0.0.1: ") for ln in final), final
+    assert s.server.take_log(final=True) == []  # counted once
+
+
+def test_one_kinds_flood_does_not_hide_another_kinds_first_line(served):
+    s = served(log_interval_ms=600_000, idle_ms=200)
+    for _ in range(12):
+        _protocol_error_session(s.server.port)
+    s.quiet()
+    with engine.Connection("127.0.0.1", s.server.port, TOKEN, timeout_s=10):
+        time.sleep(0.2 + 0.5 * TIME_SCALE)  # idle past --idle-timeout: the server closes the session
+    s.quiet()
+    lines = s.server.take_log()
+    protocol = [ln for ln in lines if ": ended with ProtocolError: " in ln]
+    idle = [ln for ln in lines if ": ended with PeerClosed: " in ln]
+    assert len(protocol) == PER_KIND, lines
+    assert len(idle) == 1 and "without a request (--idle-timeout)" in idle[0], lines
+    assert _count(lines, ": connected") == PER_KIND, lines  # 13 sessions
+    final = s.server.take_log(final=True)
+    assert _left_out(final, "ended with ProtocolError") == 12 - PER_KIND, final
+    assert _left_out(final, "connected") == 13 - PER_KIND, final
+
+
+def test_after_the_interval_the_count_is_logged_and_lines_come_again(served):
+    interval_ms = int(1500 * TIME_SCALE)
+    s = served(log_interval_ms=interval_ms)
+    t0 = time.monotonic()
+    for _ in range(PER_KIND + 4):
+        with engine.Connection("127.0.0.1", s.server.port, TOKEN, timeout_s=10):
+            pass
+    s.quiet()
+    took = time.monotonic() - t0
+    first = s.server.take_log()
+    if took < interval_ms / 1000:  # all in one interval (the usual case)
+        assert _count(first, ": connected") == PER_KIND, first
+    time.sleep(interval_ms / 1000 + 0.1)
+    summary = s.server.take_log()  # the interval is over: its count comes without waiting for a line
+    shown = _count(first, ": connected") + _count(summary, ": connected")
+    assert shown + _left_out(first + summary, "connected") == PER_KIND + 4, (first, summary)
+    assert _left_out(summary, "connected") >= 1, summary
+    with engine.Connection("127.0.0.1", s.server.port, TOKEN, timeout_s=10):
+        pass
+    s.quiet()
+    again = s.server.take_log()
+    assert _count(again, ": connected") == 1 and _count(again, ": done") == 1, again
+
+
+def test_serve_counts_left_out_lines_when_it_stops(serve_factory):
+    sp = serve_factory(timeout_s=5)
+    t0 = time.monotonic()
+    for _ in range(30):
+        with engine.Connection("127.0.0.1", sp.port, sp.token, timeout_s=10):
+            pass
+    windows = 1 + int((time.monotonic() - t0) / 10) + 1  # the default interval is 10 s
+    time.sleep(0.3)
+    err = sp.stderr_text().splitlines()
+    connected = _count(err, ": connected")
+    assert connected <= PER_KIND * windows, err
+    assert connected + _left_out(err, "connected") == 30, err
