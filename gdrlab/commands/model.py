@@ -7,21 +7,22 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ._common import add_json_flag, emit_json, table
+from ._common import Subparsers, add_command, emit_json, table
 
 if TYPE_CHECKING:
     from ..model import Profile
 
+HELP = "predict latency/bandwidth of every path from a hardware profile"
+DESCRIPTION = ("Modelled one-way latency (us) and streaming bandwidth (GB/s) of the transfer paths for a "
+               "named hardware profile. Actions: predict (default), crossover (smallest size at which "
+               "--b beats --a), policy (which path for which sizes), show (parameters with sources), "
+               "list (profiles).")
+
 ACTIONS = ("predict", "crossover", "policy", "show", "list")
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "model", help="predict latency/bandwidth of every path from a hardware profile",
-        description="Modelled one-way latency (us) and streaming bandwidth (GB/s) of the transfer paths for a "
-                    "named hardware profile. Actions: predict (default), crossover (smallest size at which "
-                    "--b beats --a), policy (which path for which sizes), show (parameters with sources), "
-                    "list (profiles).")
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
+    p = add_command(sub, "model", HELP, DESCRIPTION)
     p.add_argument("action", nargs="?", default="predict", choices=ACTIONS, help="default: predict")
     p.add_argument("--list", action="store_true", help="list the profiles (same as the list action)")
     p.add_argument("--profile", default="hopper-ndr", help="profile name (see --list); default hopper-ndr")
@@ -41,7 +42,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--b", default=None, help="crossover: the path that may win above it")
     p.add_argument("--explain", action="store_true",
                    help="predict: list every link on each path's route with its rate, and the bottleneck")
-    add_json_flag(p)
     return p
 
 
