@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from ._common import Subparsers, add_command, emit_json
 
