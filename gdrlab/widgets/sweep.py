@@ -9,7 +9,7 @@ from __future__ import annotations
 import platform
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..units import format_size, parse_sizes
 from .controls import selected_sizes, size_range
@@ -34,10 +34,11 @@ def _row_of(result: object, size: int) -> tuple[dict[str, Any], dict[str, Any] |
         if len(df) == 0:
             raise ValueError(f"the measurement for {size} bytes returned no rows")
         result = df.iloc[-1].to_dict()
-    if not isinstance(result, dict):
+    if not isinstance(result, Mapping):
         raise TypeError(f"measure_fn must return a dict or a DataFrame, got {type(result).__name__}")
-    result.setdefault("size", size)
-    return result, prov
+    row = dict(result)
+    row.setdefault("size", size)
+    return row, prov
 
 
 class SweepWidget:
@@ -64,7 +65,7 @@ class SweepWidget:
     calling thread and starts no background thread.
     """
 
-    def __init__(self, measure_fn: Callable[[int], dict[str, Any] | pd.DataFrame], sizes: SizeSpec, *,
+    def __init__(self, measure_fn: Callable[[int], Mapping[str, Any] | pd.DataFrame], sizes: SizeSpec, *,
                  y: str = "bw_gbps", name: str = "live", title: str = "", model: Frames = None,
                  redraw_s: float = 0.25, log_y: bool | None = None, x_title: str | None = None) -> None:
         import ipywidgets as w
