@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..vocab import BENCH_MODES, BENCH_TABLE_COLUMNS, DEFAULT_CHUNK_BYTES, DEFAULT_PIPELINE_DEPTH, WIRES, paths_over
 from ._common import Subparsers, add_command, emit_json, table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 HELP = "measure latency and bandwidth of a transfer path"
 DESCRIPTION = ("Ping-pong latency (half round trip) and streaming bandwidth of one path at each "
@@ -46,17 +49,17 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _progress(args: argparse.Namespace) -> Any:
+def _progress(args: argparse.Namespace) -> Callable[[int, int, dict[str, Any]], None]:
     from ..units import format_size
 
-    def progress(done: int, total: int, row: dict) -> None:
+    def progress(done: int, total: int, row: dict[str, Any]) -> None:
         if sys.stderr.isatty() or not args.json:
             print(f"[{done}/{total}] {format_size(row['size']):>6}  p50 {row['lat_p50_us']:9.2f} us  "
                   f"{row['bw_gbps']:8.3f} GB/s", file=sys.stderr, flush=True)
     return progress
 
 
-def _print(df: Any, args: argparse.Namespace) -> None:
+def _print(df: pd.DataFrame, args: argparse.Namespace) -> None:
     rows = df.to_dict(orient="records")
     if args.json:
         emit_json({"rows": rows, "provenance": df.attrs.get("provenance", {})})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ._common import Subparsers, add_command, emit_json, table
 
@@ -19,6 +19,14 @@ DESCRIPTION = ("Modelled one-way latency (us) and streaming bandwidth (GB/s) of 
                "list (profiles).")
 
 ACTIONS = ("predict", "crossover", "policy", "show", "list")
+
+
+class _Options(TypedDict, total=False):
+    """The model's keywords the command line sets: pipelined chunk and depth, and the wire."""
+
+    chunk: int
+    depth: int
+    wire: str | None
 
 
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
@@ -95,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     prof, overrides = _profile(args)
-    kw: dict[str, Any] = {}
+    kw: _Options = {}
     if args.chunk is not None:
         try:
             kw["chunk"] = parse_size(args.chunk)
@@ -155,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     return _predict(model, args, prof, kw, label)
 
 
-def _predict(model: ModuleType, args: argparse.Namespace, prof: Profile, kw: dict, label: str) -> int:
+def _predict(model: ModuleType, args: argparse.Namespace, prof: Profile, kw: _Options, label: str) -> int:
     paths = _paths(args)
     df = model.predict_all(prof, args.sizes, paths=paths, **kw)
     rows = df.to_dict(orient="records")
@@ -182,9 +190,9 @@ def _size_text(size: int) -> str:
     return f"{size} bytes" if text.rstrip("B").strip() == str(size) else f"{size} bytes ({text})"
 
 
-def _explain(model: ModuleType, prof: Profile, rows: list[dict], kw: dict) -> list[dict]:
+def _explain(model: ModuleType, prof: Profile, rows: list[dict[str, Any]], kw: _Options) -> list[dict[str, Any]]:
     """One route explanation per path, at the largest size asked for."""
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     for r in rows:
         seen[r["path"]] = max(seen.get(r["path"], 0), int(r["size"]))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from ._common import Subparsers, add_command, table
 
@@ -50,7 +51,7 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _fmt(rows: list[dict], columns: list[str]) -> str:
+def _fmt(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return table([{k: (f"{v:.2f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows], columns)
 
 
@@ -67,7 +68,7 @@ def _read_log(name: str) -> tuple[str, str]:
     raise InvalidArgument(f"no such log file: {name} (recorded logs: {', '.join(recorded)})")
 
 
-def _print_parsed(parsed: dict, explain_lines: list[str]) -> None:
+def _print_parsed(parsed: dict[str, Any], explain_lines: list[str]) -> None:
     ver = parsed["version"] or "unknown version"
     print(f"NCCL {ver}, {parsed['nranks'] or '?'} ranks, {parsed['nnodes'] or '?'} node(s)")
     for line in explain_lines:
