@@ -9,7 +9,7 @@ from ..units import parse_sizes
 __all__ = ["quick_mode", "quick_sizes", "sweep_sizes"]
 
 #: Sizes as :func:`gdrlab.units.parse_sizes` reads them: ``"8:64M"``, ``"8,4K,1M"``, a number or a list.
-SizeSpec: TypeAlias = "str | int | Iterable[str | int]"
+SizeSpec: TypeAlias = str | int | Iterable[str | int]
 
 _FALSE = ("", "0", "false", "no", "off")
 
