@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "check_close", "check_between", "check_equal", "check_set_equal", "check_true", "check_callable",
@@ -22,7 +25,7 @@ def _number(value: Any, name: str) -> float:
         raise AssertionError(f"{name} is still {value!r}: fill in the exercise cell above and run it")
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         try:
-            value = value.item()  # numpy scalars and 0-d arrays
+            value = _item(value)
         except (AttributeError, ValueError, TypeError):
             raise AssertionError(f"{name} should be a number, got {type(value).__name__}: {value!r}") from None
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -31,6 +34,12 @@ def _number(value: Any, name: str) -> float:
     if not math.isfinite(value):
         raise AssertionError(f"{name} is {value}: check for a division by zero or an empty selection")
     return value
+
+
+def _item(value: Any) -> Any:
+    """A numpy scalar or 0-d array as a Python number; AttributeError, ValueError or TypeError
+    for anything else (a bool has no ``item``)."""
+    return value.item()
 
 
 def _fmt(x: float, unit: str) -> str:
@@ -100,7 +109,7 @@ def check_callable(fn: Any, *, name: str = "your function") -> None:
         raise AssertionError(f"{name} should be a function, got {fn!r}: define it in the exercise cell")
 
 
-def check_function_cases(fn: Callable, cases: Iterable[tuple[tuple, Any]], *, name: str = "your function",
+def check_function_cases(fn: Callable[..., Any], cases: Iterable[tuple[tuple[Any, ...], Any]], *, name: str = "your function",
                          rel: float | None = None) -> None:
     """Call ``fn(*args)`` for each ``(args, expected)`` and compare (``rel`` for numbers)."""
     check_callable(fn, name=name)
@@ -113,12 +122,12 @@ def check_function_cases(fn: Callable, cases: Iterable[tuple[tuple, Any]], *, na
         except Exception as exc:  # a learner's bug: say which call and why
             raise AssertionError(f"{call} raised {type(exc).__name__}: {exc}") from None
         if rel is not None and isinstance(expected, numbers.Real) and not isinstance(expected, bool):
-            check_close(got, expected, rel=rel, name=call)
+            check_close(got, float(expected), rel=rel, name=call)
         else:
             check_equal(got, expected, name=call)
 
 
-def dataset(name: str):
+def dataset(name: str) -> pd.DataFrame:
     """A deterministic dataset for an exercise: a recorded file (see :mod:`gdrlab.recorded`),
     as a DataFrame with ``attrs["provenance"]``. Raises ``RecordedDataMissing`` when absent."""
     from .recorded import load

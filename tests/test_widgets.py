@@ -162,13 +162,30 @@ def fake_model(monkeypatch):
 def test_model_explorer_redraws_when_a_slider_moves(fake_model):
     ex = widgets.model_explorer("h200", sizes="8,1M", params=["alpha_us", "bw_gbps"])
     assert set(ex.sliders) == {"alpha_us", "bw_gbps"}
-    staged = ex.figure.data[0]
-    assert staged.y[0] == pytest.approx(12.0 + 8 / 55e3)
+    assert ex.figure.data[0].y[0] == pytest.approx(12.0 + 8 / 55e3)
     ex.sliders["alpha_us"].value = 1.0
+    staged = ex.figure.data[0]
     assert staged.y[0] == pytest.approx(2.0 + 8 / 55e3)
     assert "modelled, profile h200" in staged.name
     ex.profile_box.value = "k20"
     assert ex.figure.data[1].y[1] == pytest.approx(8.0 + (1 << 20) / 6e3)
+
+
+def test_model_explorer_redraws_as_a_whole_new_figure(fake_model):
+    """A browser reload restores a widget from its state, and a FigureWidget's state is the figure
+    it was built with: each redraw must build a new one holding the curves, and close the old."""
+    ex = widgets.model_explorer("h200", sizes="8,1M", params=["alpha_us"])
+    first = ex.figure
+    ex.sliders["alpha_us"].value = 1.0
+    assert ex.figure is not first and first.comm is None, "the old figure is replaced and closed"
+    assert ex.widget.children[-1] is ex.figure
+    state = ex.figure.get_state()
+    traces = state["_widget_data"]
+    assert [t["name"] for t in traces] == ["staged — modelled, profile h200", "shared — modelled, profile h200"]
+    # staged: 2 * alpha + size / (bw * 1e3) with alpha moved to 1 us and bw 55 GB/s
+    assert traces[0]["y"] == pytest.approx([2.0 + 8 / 55e3, 2.0 + (1 << 20) / 55e3])
+    assert state["_widget_layout"]["xaxis"]["type"] == "log"
+    assert "profile h200" in state["_widget_layout"]["title"]["text"]
 
 
 def test_model_explorer_bandwidth_and_bad_input(fake_model):

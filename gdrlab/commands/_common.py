@@ -1,15 +1,29 @@
 """Helpers shared by the subcommands."""
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
-from typing import Any
+from typing import Any, Mapping, Sequence, TypeAlias
+
+#: What ``gdrlab.cli`` hands each command's ``add_parser``.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
-def add_json_flag(parser) -> None:
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print one JSON document on stdout and nothing else")
+
+
+def add_command(sub: Subparsers, name: str, help: str, description: str, *,
+                json_flag: bool = True) -> argparse.ArgumentParser:
+    """The parser of one subcommand: ``help`` is its line in ``gdrlab --help``, ``description``
+    heads its own ``--help``; with ``json_flag`` it has the ``--json`` every command offers."""
+    parser = sub.add_parser(name, help=help, description=description)
+    if json_flag:
+        add_json_flag(parser)
+    return parser
 
 
 def _clean(obj: Any) -> Any:
@@ -34,7 +48,7 @@ def emit_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
-def table(rows: list[dict], columns: list[str]) -> str:
+def table(rows: Sequence[Mapping[str, Any]], columns: list[str]) -> str:
     """A plain fixed-width text table."""
     cells = [[str(r.get(c, "")) if r.get(c) is not None else "-" for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]

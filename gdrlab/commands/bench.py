@@ -3,17 +3,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..vocab import BENCH_MODES, BENCH_TABLE_COLUMNS, DEFAULT_CHUNK_BYTES, DEFAULT_PIPELINE_DEPTH, WIRES, paths_over
-from ._common import add_json_flag, emit_json, table
+from ._common import Subparsers, add_command, emit_json, table
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+HELP = "measure latency and bandwidth of a transfer path"
+DESCRIPTION = ("Ping-pong latency (half round trip) and streaming bandwidth of one path at each "
+               "size, verified. Without --peer a local `gdrlab serve` process is started.")
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "bench", help="measure latency and bandwidth of a transfer path",
-        description="Ping-pong latency (half round trip) and streaming bandwidth of one path at each "
-                    "size, verified. Without --peer a local `gdrlab serve` process is started.")
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
+    p = add_command(sub, "bench", HELP, DESCRIPTION)
     p.add_argument("--path", default="host",
                    help=f"{', '.join(p for p in paths_over('tcp') if p in paths_over('verbs'))} (tcp and verbs), "
                         f"{', '.join(p for p in paths_over('verbs') if p not in paths_over('tcp'))} (verbs) or "
@@ -42,21 +46,20 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="verbs: index in the port's P_Key table (default $GDRLAB_IB_PKEY_INDEX, 0)")
     p.add_argument("--mpi", action="store_true",
                    help="run as two MPI ranks (mpirun -n 2): rank 1 serves, rank 0 measures")
-    add_json_flag(p)
     return p
 
 
-def _progress(args: argparse.Namespace) -> Any:
+def _progress(args: argparse.Namespace) -> Callable[[int, int, dict[str, Any]], None]:
     from ..units import format_size
 
-    def progress(done: int, total: int, row: dict) -> None:
+    def progress(done: int, total: int, row: dict[str, Any]) -> None:
         if sys.stderr.isatty() or not args.json:
             print(f"[{done}/{total}] {format_size(row['size']):>6}  p50 {row['lat_p50_us']:9.2f} us  "
                   f"{row['bw_gbps']:8.3f} GB/s", file=sys.stderr, flush=True)
     return progress
 
 
-def _print(df: Any, args: argparse.Namespace) -> None:
+def _print(df: pd.DataFrame, args: argparse.Namespace) -> None:
     rows = df.to_dict(orient="records")
     if args.json:
         emit_json({"rows": rows, "provenance": df.attrs.get("provenance", {})})

@@ -1,33 +1,36 @@
 """``gdrlab doctor``: what this machine has for GPUDirect, and which paths can run here."""
 from __future__ import annotations
 
-from ._common import add_json_flag, emit_json, table
+import argparse
+from typing import Any
+
+from ._common import Subparsers, add_command, emit_json, table
+
+HELP = "report GPUs, RDMA devices, peer memory, libraries and which paths can run"
+DESCRIPTION = ("Reads NVML, the CUDA driver and sysfs (no root needed) and says, for every "
+               "transfer path, whether it can run here, why not, and what would fix it.")
 
 
-def add_parser(sub):
-    p = sub.add_parser(
-        "doctor", help="report GPUs, RDMA devices, peer memory, libraries and which paths can run",
-        description="Reads NVML, the CUDA driver and sysfs (no root needed) and says, for every "
-                    "transfer path, whether it can run here, why not, and what would fix it.")
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
+    p = add_command(sub, "doctor", HELP, DESCRIPTION)
     p.add_argument("--sysfs", default="/", metavar="ROOT",
                    help="read a recorded sysfs tree instead of this machine's (default /)")
-    add_json_flag(p)
     return p
 
 
-def _size(n):
+def _size(n: object) -> str | None:
     from ..units import format_size
     return format_size(n) if isinstance(n, int) else None
 
 
-def header(report: dict) -> str:
+def header(report: dict[str, Any]) -> str:
     """``gdrlab doctor (live, HOST, DATE)``: the kind of data once, then where it came from."""
     kind, source = report["provenance"]["kind"], report["source"]
     where = source if source.split(",")[0].split()[0] == kind else f"{kind}, {source}"
     return f"gdrlab doctor ({where}, {report['provenance']['date']})"
 
 
-def render(report: dict) -> str:
+def render(report: dict[str, Any]) -> str:
     """The report as text tables."""
     lines = [header(report), ""]
     cuda = report["cuda"]
@@ -74,7 +77,7 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..hw import discover
 
     from ..hw.pyverbs import pyverbs_status

@@ -8,14 +8,21 @@ checkout) with nbgrader's tools instead.
 """
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Mapping, Sequence
 
-from ._common import add_json_flag, emit_json
+from ._common import Subparsers, add_command, emit_json
+
+HELP = "open JupyterLab on your working copies of the labs"
+DESCRIPTION = ("Copies the student versions of the labs into a working folder (first run; later "
+               "runs add new labs and keep your files) and starts JupyterLab there. Needs the [lab] "
+               "extra: pip install gdrlab[lab].")
 
 PACKAGE = Path(__file__).resolve().parents[1]
 STUDENT_LABS = PACKAGE / "data" / "labs"
@@ -23,12 +30,8 @@ STUDENT_JUPYTER_CONFIG = PACKAGE / "data" / "jupyter-student"
 DEFAULT_WORKDIR = "~/gdrlab-labs"
 
 
-def add_parser(sub):
-    p = sub.add_parser(
-        "lab", help="open JupyterLab on your working copies of the labs",
-        description="Copies the student versions of the labs into a working folder (first run; later "
-                    "runs add new labs and keep your files) and starts JupyterLab there. Needs the [lab] "
-                    "extra: pip install gdrlab[lab].")
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
+    p = add_command(sub, "lab", HELP, DESCRIPTION)
     p.add_argument("workdir", nargs="?", default=None,
                    help=f"working folder (default $GDRLAB_WORKDIR, else {DEFAULT_WORKDIR})")
     p.add_argument("--reset", action="append", default=[], metavar="LAB",
@@ -44,7 +47,6 @@ def add_parser(sub):
                         "(images, Binder's postBuild)")
     p.add_argument("--dry-run", action="store_true",
                    help="prepare nothing, start nothing: print what would be copied and the command")
-    add_json_flag(p)
     return p
 
 
@@ -75,7 +77,7 @@ def resolve_workdir(workdir: str | None = None) -> Path:
     return path
 
 
-def plan(workdir: Path, reset: list[str] | tuple = ()) -> dict:
+def plan(workdir: Path, reset: Sequence[str] = ()) -> dict[str, list[str]]:
     """What :func:`prepare` would do: ``{"added": [...], "kept": [...], "reset": [...]}`` of
     ``lab/file`` names. Unknown names in ``reset`` raise ValueError naming the known labs."""
     labs = shipped_labs()
@@ -95,7 +97,7 @@ def plan(workdir: Path, reset: list[str] | tuple = ()) -> dict:
     return out
 
 
-def prepare(workdir: Path, reset: list[str] | tuple = ()) -> dict:
+def prepare(workdir: Path, reset: Sequence[str] = ()) -> dict[str, list[str]]:
     """Copy the student labs into ``workdir``: new files are added, existing ones kept; a file of a
     lab named in ``reset`` is renamed ``<name>.<YYYYmmdd-HHMMSS><ext>`` before the fresh copy, so
     nothing the learner wrote is lost. Returns :func:`plan`'s dict, plus ``backups``."""
@@ -131,14 +133,14 @@ def jupyter_command(root: Path, no_browser: bool = False, port: int | None = Non
     return cmd
 
 
-def _with_bin_on_path(env: dict) -> dict:
+def _with_bin_on_path(env: dict[str, str]) -> dict[str, str]:
     """This environment's bin/ first on PATH: nbgrader starts ``alembic`` by name, and a venv used
     without activating it (``.venv/bin/gdrlab lab``) would not find it."""
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     return env
 
 
-def student_env(base: dict | None = None) -> dict:
+def student_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a learner's JupyterLab: nbgrader's instructor extensions switched off."""
     env = _with_bin_on_path(dict(os.environ if base is None else base))
     extra = env.get("JUPYTER_CONFIG_PATH")
@@ -146,7 +148,7 @@ def student_env(base: dict | None = None) -> dict:
     return env
 
 
-def _summary(result: dict, workdir: Path, dry_run: bool = False) -> list[str]:
+def _summary(result: Mapping[str, list[str]], workdir: Path, dry_run: bool = False) -> list[str]:
     """One line each for what was (or, with ``dry_run``, would be) added, kept and reset."""
     lines = []
     if result["added"]:
@@ -162,7 +164,7 @@ def _summary(result: dict, workdir: Path, dry_run: bool = False) -> list[str]:
     return lines
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..errors import Unavailable
 
     if args.instructor and (args.prepare or args.reset or args.workdir):

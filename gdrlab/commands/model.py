@@ -5,23 +5,32 @@ from __future__ import annotations
 import argparse
 import sys
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from ._common import add_json_flag, emit_json, table
+from ._common import Subparsers, add_command, emit_json, table
 
 if TYPE_CHECKING:
     from ..model import Profile
 
+HELP = "predict latency/bandwidth of every path from a hardware profile"
+DESCRIPTION = ("Modelled one-way latency (us) and streaming bandwidth (GB/s) of the transfer paths for a "
+               "named hardware profile. Actions: predict (default), crossover (smallest size at which "
+               "--b beats --a), policy (which path for which sizes), show (parameters with sources), "
+               "list (profiles).")
+
 ACTIONS = ("predict", "crossover", "policy", "show", "list")
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "model", help="predict latency/bandwidth of every path from a hardware profile",
-        description="Modelled one-way latency (us) and streaming bandwidth (GB/s) of the transfer paths for a "
-                    "named hardware profile. Actions: predict (default), crossover (smallest size at which "
-                    "--b beats --a), policy (which path for which sizes), show (parameters with sources), "
-                    "list (profiles).")
+class _Options(TypedDict, total=False):
+    """The model's keywords the command line sets: pipelined chunk and depth, and the wire."""
+
+    chunk: int
+    depth: int
+    wire: str | None
+
+
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
+    p = add_command(sub, "model", HELP, DESCRIPTION)
     p.add_argument("action", nargs="?", default="predict", choices=ACTIONS, help="default: predict")
     p.add_argument("--list", action="store_true", help="list the profiles (same as the list action)")
     p.add_argument("--profile", default="hopper-ndr", help="profile name (see --list); default hopper-ndr")
@@ -41,7 +50,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--b", default=None, help="crossover: the path that may win above it")
     p.add_argument("--explain", action="store_true",
                    help="predict: list every link on each path's route with its rate, and the bottleneck")
-    add_json_flag(p)
     return p
 
 
@@ -95,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     prof, overrides = _profile(args)
-    kw: dict[str, Any] = {}
+    kw: _Options = {}
     if args.chunk is not None:
         try:
             kw["chunk"] = parse_size(args.chunk)
@@ -155,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     return _predict(model, args, prof, kw, label)
 
 
-def _predict(model: ModuleType, args: argparse.Namespace, prof: Profile, kw: dict, label: str) -> int:
+def _predict(model: ModuleType, args: argparse.Namespace, prof: Profile, kw: _Options, label: str) -> int:
     paths = _paths(args)
     df = model.predict_all(prof, args.sizes, paths=paths, **kw)
     rows = df.to_dict(orient="records")
@@ -182,9 +190,9 @@ def _size_text(size: int) -> str:
     return f"{size} bytes" if text.rstrip("B").strip() == str(size) else f"{size} bytes ({text})"
 
 
-def _explain(model: ModuleType, prof: Profile, rows: list[dict], kw: dict) -> list[dict]:
+def _explain(model: ModuleType, prof: Profile, rows: list[dict[str, Any]], kw: _Options) -> list[dict[str, Any]]:
     """One route explanation per path, at the largest size asked for."""
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     for r in rows:
         seen[r["path"]] = max(seen.get(r["path"], 0), int(r["size"]))

@@ -11,7 +11,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._common import add_json_flag, table
+from ._common import Subparsers, add_command, table
+
+HELP = "NCCL all-reduce across the GPUs here, and which transport NCCL chose"
+DESCRIPTION = ("Runs an all-reduce through NCCL (PyTorch, else CuPy) with one process per GPU and "
+               "NCCL_DEBUG=INFO, reports bus bandwidth per size (nccl-tests' definition: "
+               "busbw = algbw * 2(n-1)/n) and the transport NCCL chose for each pair of ranks, "
+               "with the reasons found in its log. NVLink multicast (NVLS) is always off.")
 
 # Log text is shown as data: control characters (escape codes, carriage returns) are escaped so a
 # crafted log cannot drive the terminal; str.translate keeps a 10 MB line linear.
@@ -20,13 +26,8 @@ RESULT_COLUMNS = ["size", "iters", "time_us", "algbw_gbps", "busbw_gbps", "verif
 RUN_COLUMNS = ["name", "transport", "time_size", "time_us", "busbw_size", "busbw_gbps", "generation"]
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "nccl", help="NCCL all-reduce across the GPUs here, and which transport NCCL chose",
-        description="Runs an all-reduce through NCCL (PyTorch, else CuPy) with one process per GPU and "
-                    "NCCL_DEBUG=INFO, reports bus bandwidth per size (nccl-tests' definition: "
-                    "busbw = algbw * 2(n-1)/n) and the transport NCCL chose for each pair of ranks, "
-                    "with the reasons found in its log. NVLink multicast (NVLS) is always off.")
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
+    p = add_command(sub, "nccl", HELP, DESCRIPTION)
     p.add_argument("--sizes", default="8,64K,1M,16M,256M", help="message sizes (default 8,64K,1M,16M,256M)")
     p.add_argument("--disable", default="", help="transports to switch off: p2p, shm, ib (comma separated)")
     p.add_argument("--compare", action="store_true",
@@ -35,7 +36,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds a run may take (default 300)")
     p.add_argument("--save-log", default=None, metavar="FILE",
                    help="write the captured NCCL log here (with --compare: FILE.<name>)")
-    add_json_flag(p)
     sub2 = p.add_subparsers(dest="nccl_action", metavar="[parse LOGFILE | recorded]", required=False,
                             title="instead of a run (optional)")
     parse = sub2.add_parser("parse", help="read a saved NCCL_DEBUG=INFO log",
@@ -51,7 +51,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _fmt(rows: list[dict], columns: list[str]) -> str:
+def _fmt(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return table([{k: (f"{v:.2f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows], columns)
 
 
@@ -68,7 +68,7 @@ def _read_log(name: str) -> tuple[str, str]:
     raise InvalidArgument(f"no such log file: {name} (recorded logs: {', '.join(recorded)})")
 
 
-def _print_parsed(parsed: dict, explain_lines: list[str]) -> None:
+def _print_parsed(parsed: dict[str, Any], explain_lines: list[str]) -> None:
     ver = parsed["version"] or "unknown version"
     print(f"NCCL {ver}, {parsed['nranks'] or '?'} ranks, {parsed['nnodes'] or '?'} node(s)")
     for line in explain_lines:

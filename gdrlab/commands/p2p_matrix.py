@@ -3,22 +3,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
-from ._common import add_json_flag, emit_json
+from ._common import Subparsers, add_command, emit_json
+
+HELP = "GPU-to-GPU bandwidth and latency matrices (p2p and p2p-staged paths)"
+DESCRIPTION = ("For every ordered pair of GPUs: cuDeviceCanAccessPeer, unidirectional and "
+               "bidirectional bandwidth at the largest size and latency at the smallest size, "
+               "with peer access on (p2p) and off (p2p-staged: the driver stages through host "
+               "memory). Medians, like CUDA's p2pBandwidthLatencyTest. Needs two or more GPUs.")
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "p2p-matrix", help="GPU-to-GPU bandwidth and latency matrices (p2p and p2p-staged paths)",
-        description="For every ordered pair of GPUs: cuDeviceCanAccessPeer, unidirectional and "
-                    "bidirectional bandwidth at the largest size and latency at the smallest size, "
-                    "with peer access on (p2p) and off (p2p-staged: the driver stages through host "
-                    "memory). Medians, like CUDA's p2pBandwidthLatencyTest. Needs two or more GPUs.")
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
+    p = add_command(sub, "p2p-matrix", HELP, DESCRIPTION)
     p.add_argument("--sizes", default="8,256M",
                    help="latency size and bandwidth size: the smallest and largest of the list (default 8,256M)")
     p.add_argument("--iters", type=int, default=None, help="timed copies per measurement (default: by size)")
-    add_json_flag(p)
     return p
 
 

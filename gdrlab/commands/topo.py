@@ -1,11 +1,20 @@
 """``gdrlab topo``: the GPU/NIC distance matrix as nvidia-smi prints it, nearest NIC, NCCL's GDR rule."""
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import warnings
+from typing import TYPE_CHECKING
 
-from ._common import add_json_flag, emit_json
+from ._common import Subparsers, add_command, emit_json
+
+if TYPE_CHECKING:
+    from ..topology import Topology
+
+HELP = "GPU/NIC distance matrix (nvidia-smi topo -m codes), nearest NIC, NCCL's GDR choice"
+DESCRIPTION = ("Builds the PCIe tree from this machine's sysfs, a recorded sysfs tree or an hwloc "
+               "XML export (lstopo --of xml) and classifies every GPU/GPU and GPU/NIC pair.")
 
 LEGEND = """Legend:
 
@@ -22,11 +31,8 @@ NOTHING_FOUND_HINT = ("To look at real machines instead: gdrlab topo --list (the
                       "then gdrlab topo --hwloc-xml NAME")
 
 
-def add_parser(sub):
-    p = sub.add_parser(
-        "topo", help="GPU/NIC distance matrix (nvidia-smi topo -m codes), nearest NIC, NCCL's GDR choice",
-        description="Builds the PCIe tree from this machine's sysfs, a recorded sysfs tree or an hwloc "
-                    "XML export (lstopo --of xml) and classifies every GPU/GPU and GPU/NIC pair.")
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
+    p = add_command(sub, "topo", HELP, DESCRIPTION)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--hwloc-xml", metavar="FILE",
                      help="an hwloc XML export, or the name of a shipped machine (see --list)")
@@ -34,13 +40,12 @@ def add_parser(sub):
     src.add_argument("--list", action="store_true", help="list the shipped recorded machines")
     p.add_argument("--gdr-level", default=None,
                    help="NCCL_NET_GDR_LEVEL to apply (name or 0-5; default: $NCCL_NET_GDR_LEVEL, else NCCL's PXB)")
-    add_json_flag(p)
     return p
 
 
-def render(topo) -> str:
+def render(topo: Topology, level: str | None = None) -> str:
     """The matrix laid out like ``nvidia-smi topo -m``, then nearest NIC, GDR and NUMA lines."""
-    data = topo.to_json(level=getattr(topo, "_cli_level", None))
+    data = topo.to_json(level=level)
     names = [d["name"] for d in topo.devices]
     nics = topo.nics
     alias = {n: f"NIC{i}" for i, n in enumerate(nics)}
@@ -75,7 +80,7 @@ def render(topo) -> str:
     return "\n".join(lines)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..topology import PciTreeWarning, from_hwloc, from_sysfs, parse_gdr_level, recorded_machines
 
     machines = recorded_machines()
@@ -102,12 +107,11 @@ def run(args) -> int:
     if topo.pci_problems and not args.json:
         print(f"gdrlab topo: warning: this PCI tree cannot exist on real hardware "
               f"({len(topo.pci_problems)} problems; `--json` lists them)", file=sys.stderr)
-    topo._cli_level = level
     if args.json:
         doc = topo.to_json(level=level)
         # DESIGN.md's ruling: a message a person reads goes inside the one JSON document
         doc["notes"] = [] if topo.devices else ["no GPU and no RDMA NIC in this topology. " + NOTHING_FOUND_HINT]
         emit_json(doc)
     else:
-        print(render(topo))
+        print(render(topo, level))
     return 0

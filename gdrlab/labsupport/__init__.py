@@ -8,16 +8,19 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..widgets.plots import Ticks
 
 __all__ = ["quick_mode", "optional_module", "provenance_label", "modelled_provenance", "profile_with_level",
            "nccl_log_lines",
            "SIZE_TICKS"]
 
 # Tick labels for log-scaled size axes (bytes), so plots read "4K" rather than "4096".
-SIZE_TICKS = {"tickvals": [2 ** k for k in range(0, 31, 2)],
-              "ticktext": ["1", "4", "16", "64", "256", "1K", "4K", "16K", "64K", "256K", "1M", "4M",
-                           "16M", "64M", "256M", "1G"]}
+SIZE_TICKS: Ticks = {"tickvals": [2 ** k for k in range(0, 31, 2)],
+                     "ticktext": ["1", "4", "16", "64", "256", "1K", "4K", "16K", "64K", "256K", "1M", "4M",
+                                  "16M", "64M", "256M", "1G"]}
 
 
 def quick_mode() -> bool:

@@ -8,18 +8,50 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable, TypedDict
 
 from . import modelled_provenance
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    from ..recorded import LiveOrRecorded
+    from ..widgets import SweepWidget
+    from ..widgets.quick import SizeSpec
 
 __all__ = ["MiB", "GiB", "K20_PROFILE", "errno_name", "bar_table", "own_bars", "gpu_bars", "KEPLER_RESOURCE",
            "h200_resource", "nvml_bar1", "h200_bars", "bar1_measure",
            "bar1_recorded", "bar1_data", "bar1_sweep_widget", "bar1_figure", "dmabuf_probe", "live_or_recorded_dmabuf", "register_table",
-           "bar1_model_figure"]
+           "bar1_model_figure", "Bar1Sample", "DmabufProbe"]
 
 MiB, GiB = 1 << 20, 1 << 30
 K20_PROFILE = "kepler-snb-2013"  # Tesla K20 + ConnectX-3 on Sandy Bridge: 256 MB BAR1
 _KERNEL_ERRNO = {524: "ENOTSUPP (524: 'operation is not supported', a kernel-internal code)"}
+
+
+class Bar1Sample(TypedDict):
+    """BAR1 use around one allocation of ``size`` bytes of GPU memory (NVML's figures)."""
+
+    size: int
+    allocated_bytes: int
+    bar1_used_before_bytes: int
+    bar1_used_bytes: int
+    bar1_delta_bytes: int
+    bar1_total_bytes: int
+
+
+class DmabufProbe(TypedDict):
+    """One dma-buf export: bytes asked for, the fd's size, and the errno of the CPU's mmap of it."""
+
+    size: int
+    fd_size: int
+    cpu_mmap_errno: int
+
+
+class _LiveArgs(TypedDict):
+    live: bool
+    why_not_live: str
 
 
 def errno_name(code: int | None) -> str:
@@ -34,7 +66,7 @@ def errno_name(code: int | None) -> str:
     return f"{errno.errorcode.get(code, str(code))} ({os.strerror(code)})"
 
 
-def _bars_frame(bars: list[dict], bus: str | None, label: bool = True):
+def _bars_frame(bars: list[dict[str, Any]], bus: str | None, label: bool = True) -> pd.DataFrame:
     """BARs as a table; ``label`` names NVIDIA's BAR0/BAR1 by the order of the memory BARs (from
     their flags), never by slot number or size."""
     import pandas as pd
@@ -70,7 +102,7 @@ def _resource(root: str, bus_id: str) -> str | None:
     return read_text(check_root(root) / "sys/bus/pci/devices" / bus_id / "resource")
 
 
-def bar_table(text: str | None, bus_id: str | None = None, label: bool = False):
+def bar_table(text: str | None, bus_id: str | None = None, label: bool = False) -> pd.DataFrame:
     """The BARs of one ``resource`` file as a table laid out by their flags.
 
     Columns: ``pci_bus_id``, ``sysfs_bar`` (slot), ``slots`` (``"2-3"`` for a 64-bit BAR),
@@ -88,7 +120,7 @@ def bar_table(text: str | None, bus_id: str | None = None, label: bool = False):
     return pd.DataFrame(rows)
 
 
-def own_bars(root: str = "/") -> tuple[Any, str]:
+def own_bars(root: str = "/") -> tuple[pd.DataFrame, str]:
     """``(DataFrame of the memory BARs of this machine's PCI devices, why empty)``, live from sysfs.
 
     Bridges are left out (their windows are not BARs of a device); each row names the device's kind
@@ -122,7 +154,7 @@ def own_bars(root: str = "/") -> tuple[Any, str]:
     return out, ""
 
 
-def gpu_bars(root: str = "/") -> tuple[Any, str]:
+def gpu_bars(root: str = "/") -> tuple[pd.DataFrame, str]:
     """``(DataFrame of every NVIDIA GPU's BARs from its sysfs resource file, why empty)``.
 
     NVIDIA's BAR1 is found from the flags (the second memory BAR), not from a slot number:
@@ -145,7 +177,7 @@ def gpu_bars(root: str = "/") -> tuple[Any, str]:
     return pd.concat(frames, ignore_index=True), ""
 
 
-def nvml_bar1() -> tuple[Any, str]:
+def nvml_bar1() -> tuple[pd.DataFrame, str]:
     """``(DataFrame of BAR1 total/used per GPU from NVML, why empty)``."""
     import pandas as pd
 
@@ -169,7 +201,7 @@ KEPLER_RESOURCE = "\n".join([
     "0x000000000000e000 0x000000000000e07f 0x0000000000040101"])
 
 
-def _resource_line(start: int, bar: dict) -> str:
+def _resource_line(start: int, bar: dict[str, Any]) -> str:
     flags = 0x00040101 if bar.get("io") else _FLAGS[(bool(bar["is_64bit"]), bool(bar["prefetchable"]))]
     return f"0x{start:016x} 0x{start + bar['size_bytes'] - 1:016x} 0x{flags:016x}"
 
@@ -188,7 +220,7 @@ def h200_resource() -> str:
     return "\n".join(lines)
 
 
-def h200_bars(label: bool = False):
+def h200_bars(label: bool = False) -> pd.DataFrame:
     """The H200's BARs as sysfs listed them (from its recorded report); ``label`` marks BAR1."""
     from .lab00 import h200_report
 
@@ -216,7 +248,7 @@ def _nvml_bar1_used(device: int) -> tuple[int, int]:
     raise Unavailable(f"NVML reports no BAR1 use for GPU {device} ({nv.reason or 'not supported'})")
 
 
-def bar1_measure(size: int, device: int = 0) -> dict:
+def bar1_measure(size: int, device: int = 0) -> Bar1Sample:
     """Allocate ``size`` bytes of GPU memory, read NVML's BAR1 used before and after, free it."""
     from ..engine import Buffer
 
@@ -230,7 +262,7 @@ def bar1_measure(size: int, device: int = 0) -> dict:
             "bar1_used_bytes": after, "bar1_delta_bytes": after - before, "bar1_total_bytes": total}
 
 
-def bar1_recorded():
+def bar1_recorded() -> pd.DataFrame:
     """The recorded H200 allocation sweep (``h200-bar1``) with a ``size`` column, or raise
     :class:`gdrlab.recorded.RecordedDataMissing`."""
     from ..recorded import load
@@ -240,7 +272,7 @@ def bar1_recorded():
     return df
 
 
-def bar1_data(sizes: Any = "64M:16G", device: int = 0):
+def bar1_data(sizes: SizeSpec = "64M:16G", device: int = 0) -> LiveOrRecorded:
     """:class:`gdrlab.recorded.LiveOrRecorded`: allocations measured now (a few in quick mode)
     when a GPU is here, else the recorded H200 sweep, else nothing and why."""
     import pandas as pd
@@ -248,7 +280,7 @@ def bar1_data(sizes: Any = "64M:16G", device: int = 0):
     from ..recorded import live_or_recorded
     from ..widgets import sweep_sizes
 
-    def measure():
+    def measure() -> pd.DataFrame:
         df = pd.DataFrame([bar1_measure(n, device) for n in sweep_sizes(sizes)])
         df.attrs["provenance"] = _live_provenance()
         return df
@@ -259,14 +291,14 @@ def bar1_data(sizes: Any = "64M:16G", device: int = 0):
     return res
 
 
-def _live_args() -> dict:
+def _live_args() -> _LiveArgs:
     from ..engine import cuda_status
 
     st = cuda_status()
     return {"live": st["usable"], "why_not_live": f"no GPU here ({st['reason']})"}
 
 
-def _live_provenance() -> dict:
+def _live_provenance() -> dict[str, str]:
     import platform
 
     from ..engine import gpus
@@ -275,7 +307,7 @@ def _live_provenance() -> dict:
     return {"kind": "live", "host": platform.node(), **({"gpu": g[0]["name"]} if g else {})}
 
 
-def bar1_sweep_widget(sizes: Any = "64M:16G", device: int = 0):
+def bar1_sweep_widget(sizes: SizeSpec = "64M:16G", device: int = 0) -> SweepWidget:
     """A SweepWidget that allocates each size and plots BAR1 used, the recorded H200 overlaid."""
     from ..recorded import RecordedDataMissing
     from ..widgets import SweepWidget
@@ -289,7 +321,7 @@ def bar1_sweep_widget(sizes: Any = "64M:16G", device: int = 0):
                        x_title="GPU memory allocated (bytes)", log_y=True)
 
 
-def bar1_figure(df):
+def bar1_figure(df: pd.DataFrame) -> go.Figure:
     """BAR1 used against GPU memory allocated (live or recorded ``df``)."""
     from ..widgets import plot_sweep
 
@@ -299,7 +331,7 @@ def bar1_figure(df):
     return fig
 
 
-def dmabuf_probe(size: int = 64 * MiB, device: int = 0) -> dict:
+def dmabuf_probe(size: int = 64 * MiB, device: int = 0) -> DmabufProbe:
     """Export ``size`` bytes of GPU memory as a dma-buf and try to mmap it from the CPU.
 
     Returns ``{"size", "fd_size", "cpu_mmap_errno"}``. Raises Unavailable with no GPU."""
@@ -318,14 +350,14 @@ def dmabuf_probe(size: int = 64 * MiB, device: int = 0) -> dict:
         del buf
 
 
-def live_or_recorded_dmabuf(sizes: Any = (2 * MiB, 64 * MiB), device: int = 0):
+def live_or_recorded_dmabuf(sizes: Iterable[int] = (2 * MiB, 64 * MiB), device: int = 0) -> LiveOrRecorded:
     """:class:`gdrlab.recorded.LiveOrRecorded` of dma-buf exports: live with a GPU, else ``h200-dmabuf``."""
     import pandas as pd
 
     from ..errors import CudaError, Unavailable
     from ..recorded import live_or_recorded
 
-    def measure():
+    def measure() -> pd.DataFrame:
         try:
             rows = [dmabuf_probe(int(n), device) for n in sizes]
         except CudaError as exc:  # a GPU or driver without dma-buf export: say so, show the record
@@ -337,8 +369,8 @@ def live_or_recorded_dmabuf(sizes: Any = (2 * MiB, 64 * MiB), device: int = 0):
     return live_or_recorded(measure, "h200-dmabuf", **_live_args())
 
 
-def register_table(profile: str = K20_PROFILE, sizes: Any = (64 * MiB, 128 * MiB, 192 * MiB, 224 * MiB,
-                                                            240 * MiB, 256 * MiB, 1 * GiB)):
+def register_table(profile: str = K20_PROFILE, sizes: Iterable[int] = (64 * MiB, 128 * MiB, 192 * MiB, 224 * MiB,
+                                                                      240 * MiB, 256 * MiB, 1 * GiB)) -> pd.DataFrame:
     """The model's ``ibv_reg_mr`` on GPU memory of each size, one at a time: registered or the error."""
     import pandas as pd
 
@@ -359,7 +391,8 @@ def register_table(profile: str = K20_PROFILE, sizes: Any = (64 * MiB, 128 * MiB
     return df
 
 
-def bar1_model_figure(profiles: Any = (K20_PROFILE, "volta-dgx1", "hopper-ndr"), max_bytes: int = 512 * GiB):
+def bar1_model_figure(profiles: Iterable[str] = (K20_PROFILE, "volta-dgx1", "hopper-ndr"),
+                      max_bytes: int = 512 * GiB) -> go.Figure:
     """BAR1 left after one registration of each size, per profile: the curve ends at the wall."""
     import numpy as np
     import pandas as pd

@@ -12,19 +12,29 @@ import math
 import os
 import platform
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypedDict
 
 import numpy as np
 
 from . import SIZE_TICKS, optional_module
-from .softroce import PYVERBS_BESIDE_GDRLAB, pyverbs_registrations, soft_roce_status
+from .softroce import PYVERBS_BESIDE_GDRLAB, RegistrationAttempt, pyverbs_registrations, soft_roce_status
+
+if TYPE_CHECKING:
+    import ipywidgets as w
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    from ..verbs import MemoryRegion
+    from ..widgets.quick import SizeSpec
 
 __all__ = [
     "GPU_PAGE_BYTES", "HOST_PAGE_BYTES", "RegistrationModel", "REGISTRATION_MODELS", "peer_memory_status",
     "pyverbs_status", "verbs_status", "measure_registration", "registration_summary", "registration_explorer",
     "try_registrations", "registration_cost_table", "registration_figure", "state_machine_figure",
     "soft_roce_status", "pyverbs_registrations",
-    "PYVERBS_BESIDE_GDRLAB",
+    "PYVERBS_BESIDE_GDRLAB", "RegistrationAttempt", "PeerMemoryStatus", "RegistrationRoute", "GpuRegistration",
+    "DmabufImport",
 ]
 
 GPU_PAGE_BYTES = 64 * 1024   # NVIDIA's peer-to-peer pages (nvidia_p2p_get_pages) are 64 KiB
@@ -46,14 +56,14 @@ class RegistrationModel:
     page_bytes: int
     source: str
 
-    def pages(self, size_bytes: Any) -> np.ndarray:
+    def pages(self, size_bytes: float | np.ndarray | Sequence[float]) -> np.ndarray:
         """Pages covered by a page-aligned buffer of ``size_bytes``."""
         size = np.asarray(size_bytes, dtype=float)
         if np.any(size <= 0):
             raise ValueError("sizes must be positive byte counts")
         return np.ceil(size / self.page_bytes)
 
-    def cost_us(self, size_bytes: Any) -> np.ndarray:
+    def cost_us(self, size_bytes: float | np.ndarray | Sequence[float]) -> np.ndarray:
         """Predicted registration time in microseconds."""
         return self.fixed_us + self.per_page_us * self.pages(size_bytes)
 
@@ -72,6 +82,44 @@ REGISTRATION_MODELS: dict[str, RegistrationModel] = {
 }
 
 
+class RegistrationRoute(TypedDict):
+    """Whether one way of registering memory could work here, and why (not)."""
+
+    possible: bool
+    why: str
+
+
+class GpuRegistration(TypedDict):
+    """A GPU and the two ways an RDMA device can reach its memory."""
+
+    name: str
+    dmabuf_supported: bool
+    gdr_supported: bool
+
+
+class DmabufImport(TypedDict):
+    """Whether libibverbs exports ``ibv_reg_dmabuf_mr`` (and why not)."""
+
+    exported: bool
+    reason: str
+
+
+class PeerMemoryStatus(TypedDict):
+    """What :func:`peer_memory_status` found (its docstring says what each key holds)."""
+
+    rdma_devices: list[str]
+    nvidia_peermem: bool
+    pyverbs: dict[str, Any]
+    ibv_reg_dmabuf_mr: DmabufImport
+    nvidia_peermem_version: str | None
+    nv_peer_mem: bool
+    kernel: str
+    kernel_dmabuf: bool
+    gpus: list[GpuRegistration]
+    cuda: dict[str, Any]
+    routes: dict[str, RegistrationRoute]
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text().strip()
@@ -79,7 +127,7 @@ def _read(path: Path) -> str:
         return ""
 
 
-def peer_memory_status(root: str = "/") -> dict:
+def peer_memory_status(root: str = "/") -> PeerMemoryStatus:
     """What this machine offers for registering GPU memory, read from sysfs and the CUDA driver.
 
     Keys: ``rdma_devices`` (names in /sys/class/infiniband), ``nvidia_peermem`` (module loaded,
@@ -99,8 +147,8 @@ def peer_memory_status(root: str = "/") -> dict:
         kernel_dmabuf = (major, minor) >= (5, 12)
     except ValueError:
         kernel_dmabuf = False
-    gpus: list[dict] = []
-    cuda = {"usable": False, "reason": "not checked"}
+    gpus: list[GpuRegistration] = []
+    cuda: dict[str, Any] = {"usable": False, "reason": "not checked"}
     try:
         from .. import engine
         cuda = engine.cuda_status()
@@ -138,7 +186,7 @@ def peer_memory_status(root: str = "/") -> dict:
             "cuda": cuda, "routes": {k: {"possible": v[0], "why": v[1]} for k, v in routes.items()}}
 
 
-def pyverbs_status() -> dict:
+def pyverbs_status() -> dict[str, Any]:
     """Whether rdma-core's Python binding (pyverbs) is usable here, and exactly why not:
     :func:`gdrlab.hw.pyverbs.pyverbs_status` plus ``available`` (it imports)."""
     from ..hw.pyverbs import pyverbs_status as status
@@ -147,7 +195,7 @@ def pyverbs_status() -> dict:
     return {"available": st["importable"], **st}
 
 
-def _attempt(label: str, fn, success: str = "registered") -> dict:
+def _attempt(label: str, fn: Callable[[], object], success: str = "registered") -> RegistrationAttempt:
     try:
         detail = fn()
         return {"attempt": label, "outcome": success, "errno": 0, "detail": str(detail)}
@@ -159,7 +207,7 @@ def _attempt(label: str, fn, success: str = "registered") -> dict:
                 "detail": f"{type(exc).__name__}: {exc}" + (f" [{name}]" if name else "")}
 
 
-def verbs_status() -> tuple[Any, dict]:
+def verbs_status() -> tuple[ModuleType | None, dict[str, Any]]:
     """``(gdrlab.verbs or None, its status())``; the status says why when the module, the
     library or the device is missing (never raises)."""
     verbs, why = optional_module("gdrlab.verbs")
@@ -171,16 +219,16 @@ def verbs_status() -> tuple[Any, dict]:
         return None, {"library_found": False, "devices": [], "reason": f"gdrlab.verbs is unusable here: {exc}"}
 
 
-def _row(label: str, outcome: str, detail: str, errno: int = 0) -> dict:
+def _row(label: str, outcome: str, detail: str, errno: int = 0) -> RegistrationAttempt:
     return {"attempt": label, "outcome": outcome, "errno": errno, "detail": detail}
 
 
-def _describe_mr(mr) -> str:
+def _describe_mr(mr: MemoryRegion) -> str:
     return (f"lkey=0x{mr.lkey:x} rkey=0x{mr.rkey:x} via {mr.mechanism}, "
             f"registered in {mr.reg_us:,.0f} µs")
 
 
-def try_registrations(size_bytes: int = 1 << 20) -> list[dict]:
+def try_registrations(size_bytes: int = 1 << 20) -> list[RegistrationAttempt]:
     """Try, with what this machine has: ``ibv_reg_mr`` on host memory, plain ``ibv_reg_mr`` on a
     GPU pointer, and the dma-buf route (``ibv_reg_dmabuf_mr`` where an HCA exists, otherwise the
     engine's dma-buf export alone). One dict per attempt (attempt, outcome, errno, detail);
@@ -191,36 +239,37 @@ def try_registrations(size_bytes: int = 1 << 20) -> list[dict]:
     from .. import engine
 
     verbs, vstat = verbs_status()
-    hca = bool(vstat.get("devices"))
+    rdma = verbs if vstat.get("devices") else None  # gdrlab.verbs, where it lists an RDMA device
+    hca = rdma is not None
     gpu = bool(status["gpus"])
     no_gpu = "no CUDA GPU: " + str(status["cuda"].get("reason", ""))
     raw_label = ("GPU pointer, plain ibv_reg_mr (nvidia-peermem loaded)" if status["nvidia_peermem"]
                  else "GPU pointer, plain ibv_reg_mr (no peer-memory client)")
-    results = []
-    if not hca:
+    results: list[RegistrationAttempt] = []
+    if rdma is None:
         why = vstat.get("reason") or "no RDMA device on this machine"
         results.append(_row("host memory (ibv_reg_mr)", "not possible here", why))
         results.append(_row(raw_label, "not possible here", why))
     else:
-        def reg_host():
-            with verbs.Device() as dev, dev.alloc_pd() as pd, pd.reg_mr(engine.Buffer(size_bytes, "pageable")) as mr:
+        def reg_host() -> str:
+            with rdma.Device() as dev, dev.alloc_pd() as pd, pd.reg_mr(engine.Buffer(size_bytes, "pageable")) as mr:
                 return _describe_mr(mr)
 
-        def reg_raw():
+        def reg_raw() -> str:
             if not gpu:
                 raise engine.Unavailable(no_gpu)
-            with verbs.Device() as dev, dev.alloc_pd() as pd, pd.reg_mr(engine.Buffer(size_bytes, "device")) as mr:
+            with rdma.Device() as dev, dev.alloc_pd() as pd, pd.reg_mr(engine.Buffer(size_bytes, "device")) as mr:
                 return _describe_mr(mr)
 
         results.append(_attempt("host memory (ibv_reg_mr)", reg_host))
         results.append(_attempt(raw_label, reg_raw))
 
-    def dmabuf():
+    def dmabuf() -> str:
         if not gpu:
             raise engine.Unavailable(no_gpu)
         buf = engine.Buffer(size_bytes, "device")
-        if hca:
-            with verbs.Device() as dev, dev.alloc_pd() as pd, pd.reg_gpu(buf, how="dmabuf") as mr:
+        if rdma is not None:
+            with rdma.Device() as dev, dev.alloc_pd() as pd, pd.reg_gpu(buf, how="dmabuf") as mr:
                 return _describe_mr(mr)
         exported = engine.export_dmabuf(buf)
         try:
@@ -236,7 +285,8 @@ def try_registrations(size_bytes: int = 1 << 20) -> list[dict]:
     return results
 
 
-def registration_cost_table(sizes: Any, models: dict[str, RegistrationModel] | None = None):
+def registration_cost_table(sizes: float | np.ndarray | Sequence[float],
+                            models: dict[str, RegistrationModel] | None = None) -> pd.DataFrame:
     """Modelled registration cost per model and size: DataFrame (model, size, pages, reg_us)
     with ``attrs["provenance"]`` kind modelled."""
     import pandas as pd
@@ -254,7 +304,8 @@ def registration_cost_table(sizes: Any, models: dict[str, RegistrationModel] | N
     return df
 
 
-def registration_figure(table, measured=None):
+def registration_figure(table: pd.DataFrame,
+                        measured: pd.DataFrame | Mapping[str, pd.DataFrame | None] | None = None) -> go.Figure:
     """Registration time against buffer size (log-log), one line per model, the gdrcopy point,
     and optional measured points: a DataFrame (size, reg_us, attrs provenance) or a mapping
     ``{label: DataFrame}``."""
@@ -267,7 +318,7 @@ def registration_figure(table, measured=None):
     fig.add_trace(go.Scatter(x=[65536], y=[1300.0], mode="markers", marker={"size": 12, "symbol": "star"},
                              name="published: gdr_pin_buffer 64 KB ≈ 1.3 ms (gdrcopy README, V100)"))
     from . import provenance_label
-    frames = measured if isinstance(measured, dict) else {"": measured}
+    frames = measured if isinstance(measured, Mapping) else {"": measured}
     for label, df in frames.items():
         if df is None or not len(df):
             continue
@@ -282,7 +333,7 @@ def registration_figure(table, measured=None):
     return fig
 
 
-def state_machine_figure():
+def state_machine_figure() -> go.Figure:
     """The registration state machine as a plotly diagram: ``ibv_reg_mr`` on host memory, on a
     GPU pointer (with and without a peer-memory client) and the dma-buf route."""
     import plotly.graph_objects as go
@@ -330,7 +381,7 @@ def state_machine_figure():
     return fig
 
 
-def measure_registration(sizes: Any, memory: str = "host") -> tuple[Any, str]:
+def measure_registration(sizes: SizeSpec, memory: str = "host") -> tuple[pd.DataFrame | None, str]:
     """Live registration cost on this machine's HCA: ``(DataFrame with size and reg_us, why)``,
     or ``(None, why not)`` when there is no verbs module or no RDMA device."""
     verbs, st = verbs_status()
@@ -350,8 +401,8 @@ def measure_registration(sizes: Any, memory: str = "host") -> tuple[Any, str]:
     return df, "measured live"
 
 
-def registration_summary(profile: str = "volta-dgx1", sizes: Any = None, dereg_us: float = 677.0,
-                         lookup_us: float = 0.5):
+def registration_summary(profile: str = "volta-dgx1", sizes: Sequence[int] | np.ndarray | None = None,
+                         dereg_us: float = 677.0, lookup_us: float = 0.5) -> pd.DataFrame:
     """For each size: GPU pages, modelled GPU registration time, the modelled pinned D2H copy
     time of ``profile`` (what a pre-registered bounce buffer costs per message), the sends after
     which registering once pays off (deregistration ``dereg_us``: 677 µs by default, gdrcopy's
@@ -383,7 +434,7 @@ def registration_summary(profile: str = "volta-dgx1", sizes: Any = None, dereg_u
     return df
 
 
-def registration_explorer(profile: str = "volta-dgx1"):
+def registration_explorer(profile: str = "volta-dgx1") -> w.VBox | pd.DataFrame:
     """A size slider and a profile menu over :func:`registration_summary` (one row, redrawn on
     every change). In quick mode: the summary table for a few sizes."""
     from . import quick_mode
@@ -399,7 +450,7 @@ def registration_explorer(profile: str = "volta-dgx1"):
     prof_box = w.Dropdown(options=list(model.profiles()), value=profile, description="profile")
     out = w.HTML()
 
-    def redraw(_change=None):
+    def redraw(_change: object = None) -> None:
         row = registration_summary(prof_box.value, [size_box.value]).iloc[0]
         out.value = (f"<b>modelled</b> ({prof_box.value} + lab 03 registration model): "
                      f"{row.gpu_pages} GPU pages; registration ≈ {row.reg_us:,.0f} µs; "

@@ -7,16 +7,28 @@ path at each size, away from the boundaries where two paths are within a few per
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+import contextlib
+from types import ModuleType
+from typing import TYPE_CHECKING, Iterable, Mapping, TypedDict
 
 import numpy as np
 
 from . import SIZE_TICKS, modelled_provenance, profile_with_level, quick_mode
 
+if TYPE_CHECKING:
+    import ipywidgets as w
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    from ..recorded import LiveOrRecorded
+    from ..widgets import SweepWidget
+    from ..widgets.quick import SizeSpec
+
 __all__ = [
     "HISTORIC_PROFILES", "STATIC_SIZES", "MEASURED_PATHS", "POLICY_PATHS", "GDR_POLICY_PATHS", "NO_GDR_POLICY_PATHS", "policy_paths", "measured_data", "sweep_widget",
     "measured_figure", "model_table", "policy_table",
     "crossover_figure", "crossover_explorer", "crossovers", "overlay_profile", "gdr_live", "measured_summary", "CHUNKS", "chunk_data", "chunk_figure",
+    "PolicyRange",
 ]
 
 HISTORIC_PROFILES = ("kepler-snb-2013", "kepler-ivb-2014", "hopper-ndr")
@@ -29,7 +41,15 @@ STATIC_SIZES = "8,64,512,4K,32K,256K,2M,16M,64M"
 _GRID = np.unique(np.round(np.logspace(0, 26, 105, base=2))).astype(np.int64)  # 1 B .. 64 MiB
 
 
-def _model():
+class PolicyRange(TypedDict):
+    """Sizes ``lo`` to ``hi`` (bytes, inclusive) where ``path`` is the fastest."""
+
+    lo: int
+    hi: int
+    path: str
+
+
+def _model() -> ModuleType:
     from .. import model
     return model
 
@@ -42,16 +62,13 @@ def policy_paths() -> tuple[str, ...]:
 
 def _lat_us(profile: str, path: str, sizes: np.ndarray, placement: str | None = None,
             chunk: int | None = None) -> np.ndarray:
-    kw: dict[str, Any] = {}
-    if placement is not None:
-        kw["placement"] = placement
-    if chunk is not None:
-        kw["chunk"] = chunk
-    return np.asarray(_model().latency_us(profile, path, np.asarray(sizes, dtype=float), **kw), dtype=float)
+    return np.asarray(_model().latency_us(profile, path, np.asarray(sizes, dtype=float), placement=placement,
+                                          chunk=chunk), dtype=float)
 
 
 # ----------------------------------------------------------------------------- measured
-def measured_data(sizes: Any = STATIC_SIZES, paths: Iterable[str] = MEASURED_PATHS, live: bool | None = None) -> dict:
+def measured_data(sizes: SizeSpec = STATIC_SIZES, paths: Iterable[str] = MEASURED_PATHS,
+                  live: bool | None = None) -> dict[str, LiveOrRecorded]:
     """``{path: LiveOrRecorded}``: measured now over the tcp wire where a GPU exists (a few
     sizes in quick mode), else the recorded H200 sweep, else nothing with the reason."""
     from .. import engine
@@ -60,9 +77,9 @@ def measured_data(sizes: Any = STATIC_SIZES, paths: Iterable[str] = MEASURED_PAT
 
     if live is None:
         live = engine.cuda_status()["usable"]
-    out = {}
+    out: dict[str, LiveOrRecorded] = {}
     for path in paths:
-        def measure(path=path):
+        def measure(path: str = path) -> pd.DataFrame:
             return engine.bench(path, sweep_sizes(sizes))
         out[path] = live_or_recorded(measure, f"h200-bench-{path}", live=live)
     return out
@@ -76,7 +93,7 @@ def overlay_profile() -> str | None:
         return None
 
 
-def gdr_live(sizes: Any = "8:64M") -> tuple[Any, str]:
+def gdr_live(sizes: SizeSpec = "8:64M") -> tuple[pd.DataFrame | None, str]:
     """GDR over the verbs wire, measured now where an RDMA device and a GPU exist:
     ``(DataFrame, why)`` or ``(None, why not)``."""
     from .. import engine
@@ -95,7 +112,8 @@ def gdr_live(sizes: Any = "8:64M") -> tuple[Any, str]:
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def sweep_widget(path: str = "pipelined", sizes: Any = "8:64M", profile: str | None = None, y: str = "lat_p50_us"):
+def sweep_widget(path: str = "pipelined", sizes: SizeSpec = "8:64M", profile: str | None = None,
+                 y: str = "lat_p50_us") -> SweepWidget:
     """A live SweepWidget for one path over the tcp wire, with the model for ``profile``
     (default: :func:`overlay_profile`) overlaid when the model has it."""
     from .. import engine
@@ -111,15 +129,15 @@ def sweep_widget(path: str = "pipelined", sizes: Any = "8:64M", profile: str | N
                        title=f"{path} over the tcp wire")
 
 
-def measured_figure(data: dict, profile: str | None = None, y: str = "lat_p50_us"):
+def measured_figure(data: Mapping[str, LiveOrRecorded | pd.DataFrame], profile: str | None = None,
+                    y: str = "lat_p50_us") -> go.Figure:
     """Measured (live or recorded) sweeps with the model for ``profile`` (default
     :func:`overlay_profile`) overlaid where the model has it."""
     from ..widgets import model_frame, plot_sweep
 
     profile = profile or overlay_profile()
     # values are LiveOrRecorded results or plain DataFrames (with provenance)
-    frames = {p: (r if hasattr(r, "columns") else r.data) for p, r in data.items()}
-    frames = {p: df for p, df in frames.items() if df is not None}
+    frames = _frames(data)
     models = {}
     if frames and profile:
         sizes = sorted({int(s) for df in frames.values() for s in df["size"]})
@@ -131,7 +149,13 @@ def measured_figure(data: dict, profile: str | None = None, y: str = "lat_p50_us
     return plot_sweep(frames, y=y, model=models, title="staged vs shared vs pipelined over the tcp wire")
 
 
-def measured_summary(data: dict):
+def _frames(data: Mapping[str, LiveOrRecorded | pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The DataFrames of ``data`` (LiveOrRecorded results or plain DataFrames), those with none left out."""
+    frames = {p: (r if hasattr(r, "columns") else r.data) for p, r in data.items()}
+    return {p: df for p, df in frames.items() if df is not None}
+
+
+def measured_summary(data: Mapping[str, LiveOrRecorded | pd.DataFrame]) -> pd.DataFrame:
     """Per measured path: smallest and largest size, median latency at each, and the latency at
     the largest size relative to ``staged`` (below 1: faster than staging)."""
     import pandas as pd
@@ -139,8 +163,7 @@ def measured_summary(data: dict):
     from ..recorded import provenance_label
 
     rows = []
-    frames = {p: (r if hasattr(r, "columns") else r.data) for p, r in data.items()}
-    frames = {p: df.sort_values("size") for p, df in frames.items() if df is not None and len(df)}
+    frames = {p: df.sort_values("size") for p, df in _frames(data).items() if len(df)}
     base = frames.get("staged")
     for p, df in frames.items():
         small, large = df.iloc[0], df.iloc[-1]
@@ -158,7 +181,7 @@ def measured_summary(data: dict):
 CHUNKS = (16384, 65536, 262144, 1 << 20, 4 << 20)
 
 
-def chunk_data(size: int = 64 << 20, chunks: Iterable[int] = CHUNKS, live: bool | None = None):
+def chunk_data(size: int = 64 << 20, chunks: Iterable[int] = CHUNKS, live: bool | None = None) -> LiveOrRecorded:
     """Pipelined bandwidth of one large message against the chunk size: measured now over the
     tcp wire where a GPU exists (not in quick mode), else the recorded H200 sweep
     ``h200-bench-pipelined-chunks``. A LiveOrRecorded result."""
@@ -170,7 +193,7 @@ def chunk_data(size: int = 64 << 20, chunks: Iterable[int] = CHUNKS, live: bool 
     if live is None:
         live = engine.cuda_status()["usable"] and not quick_mode()
 
-    def measure():
+    def measure() -> pd.DataFrame:
         frames = [engine.bench("pipelined", [size], mode="bw", chunk=int(c)) for c in chunks]
         df = pd.concat(frames, ignore_index=True)
         df.attrs["provenance"] = frames[0].attrs.get("provenance", {"kind": "live"})
@@ -179,7 +202,7 @@ def chunk_data(size: int = 64 << 20, chunks: Iterable[int] = CHUNKS, live: bool 
     return live_or_recorded(measure, "h200-bench-pipelined-chunks", live=live)
 
 
-def chunk_figure(df, profile: str | None = None):
+def chunk_figure(df: pd.DataFrame, profile: str | None = None) -> go.Figure:
     """Bandwidth against chunk size: the measured (or recorded) points and the model's curve
     for ``profile`` (default :func:`overlay_profile`) at the same message size."""
     import plotly.graph_objects as go
@@ -206,35 +229,35 @@ def chunk_figure(df, profile: str | None = None):
 
 
 # ----------------------------------------------------------------------------- model
-def model_table(profile: str, paths: Iterable[str] | None = None, sizes: Any = None, placement: str | None = None,
-                chunk: int | None = None):
+def model_table(profile: str, paths: Iterable[str] | None = None, sizes: Iterable[int] | np.ndarray | None = None,
+                placement: str | None = None, chunk: int | None = None) -> pd.DataFrame:
     """Modelled latency of ``paths`` at ``sizes`` (default 1 B..64 MiB): DataFrame (path, size,
     lat_us, bw_gbps) with provenance kind modelled."""
     import pandas as pd
 
-    paths = tuple(paths) if paths is not None else policy_paths() + ("staged",)
-    sizes = _GRID if sizes is None else np.asarray(sizes, dtype=np.int64)
+    chosen = tuple(paths) if paths is not None else policy_paths() + ("staged",)
+    grid = _GRID if sizes is None else np.asarray(sizes, dtype=np.int64)
     rows = []
-    for p in paths:
-        lat = _lat_us(profile, p, sizes, placement, chunk)
-        rows.append(pd.DataFrame({"path": p, "size": sizes, "lat_us": lat, "bw_gbps": sizes / lat / 1e3}))
+    for p in chosen:
+        lat = _lat_us(profile, p, grid, placement, chunk)
+        rows.append(pd.DataFrame({"path": p, "size": grid, "lat_us": lat, "bw_gbps": grid / lat / 1e3}))
     df = pd.concat(rows, ignore_index=True)
     df.attrs["provenance"] = modelled_provenance(profile, placement=placement, chunk=chunk)
     return df
 
 
-def policy_table(profile: str, paths: Iterable[str] | None = None, placement: str | None = None) -> list[dict]:
+def policy_table(profile: str, paths: Iterable[str] | None = None, placement: str | None = None) -> list[PolicyRange]:
     """The model's fastest path over 1 B..64 MiB as ranges ``{lo, hi, path}`` (sizes in bytes,
     on a grid of about 4 points per doubling)."""
-    paths = tuple(paths) if paths is not None else policy_paths()
-    lat = np.vstack([_lat_us(profile, p, _GRID, placement) for p in paths])
+    chosen = tuple(paths) if paths is not None else policy_paths()
+    lat = np.vstack([_lat_us(profile, p, _GRID, placement) for p in chosen])
     best = np.argmin(lat, axis=0)
-    out: list[dict] = []
+    out: list[PolicyRange] = []
     for size, i in zip(_GRID, best):
-        if out and out[-1]["path"] == paths[i]:
+        if out and out[-1]["path"] == chosen[i]:
             out[-1]["hi"] = int(size)
         else:
-            out.append({"lo": int(size), "hi": int(size), "path": paths[i]})
+            out.append({"lo": int(size), "hi": int(size), "path": chosen[i]})
     return out
 
 
@@ -246,14 +269,14 @@ def crossovers(profiles: Iterable[str] = HISTORIC_PROFILES, a: str = "gdr", b: s
 
 
 def crossover_figure(profile: str = "kepler-snb-2013", paths: Iterable[str] | None = None,
-                     placement: str | None = None, chunk: int | None = None, fig=None):
+                     placement: str | None = None, chunk: int | None = None, fig: go.Figure | None = None) -> go.Figure:
     """Modelled latency of the policy paths (+ staged) against size, with the gdr/pipelined
     crossover marked. Pass a FigureWidget as ``fig`` to redraw it in place."""
     import plotly.graph_objects as go
 
     table = model_table(profile, paths, placement=placement, chunk=chunk)
     m = _model()
-    marks = []
+    marks: list[tuple[str, str, int]] = []
     for a, b in (("gdrcopy", "pipelined"), ("gdr", "pipelined")):
         try:
             x = m.crossover(profile, a, b, placement=placement, chunk=chunk)
@@ -263,7 +286,7 @@ def crossover_figure(profile: str = "kepler-snb-2013", paths: Iterable[str] | No
             marks.append((a, b, x))
     fig = fig if fig is not None else go.Figure()
     where = f"profile {profile_with_level(profile)}" + (f", {placement}" if placement else "") + (f", chunk {chunk // 1024} KiB" if chunk else "")
-    with fig.batch_update() if hasattr(fig, "batch_update") else _null():
+    with fig.batch_update() if hasattr(fig, "batch_update") else contextlib.nullcontext():
         fig.data = []
         for path, part in table.groupby("path", sort=False):
             fig.add_trace(go.Scatter(x=part["size"], y=part["lat_us"], mode="lines", name=f"{path} — modelled, {where}",
@@ -281,15 +304,7 @@ def crossover_figure(profile: str = "kepler-snb-2013", paths: Iterable[str] | No
     return fig
 
 
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def crossover_explorer(profile: str = "kepler-snb-2013"):
+def crossover_explorer(profile: str = "kepler-snb-2013") -> w.VBox | go.Figure:
     """Profile, placement and chunk-size controls over :func:`crossover_figure`. Under the
     autograder (NBGRADER_EXECUTION set): the static figure only. Quick mode keeps the controls:
     they only redraw the model, start no thread, and are what a learner (and the browser test)
@@ -317,7 +332,7 @@ def crossover_explorer(profile: str = "kepler-snb-2013"):
     controls = w.HBox([prof_box, place_box, chunk_box])
     box = w.VBox([controls, label, go.FigureWidget(crossover_figure(profile))])
 
-    def redraw(_change=None):
+    def redraw(_change: object = None) -> None:
         placement = None if place_box.value == "(profile default)" else place_box.value
         try:
             fig = go.FigureWidget(crossover_figure(prof_box.value, placement=placement, chunk=chunk_box.value or None))

@@ -10,10 +10,41 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
+from typing import TypedDict
 
 from ..hw.pyverbs import pyverbs_status
 
-__all__ = ["soft_roce_status", "pyverbs_registrations", "PYVERBS_BESIDE_GDRLAB"]
+__all__ = ["soft_roce_status", "pyverbs_registrations", "PYVERBS_BESIDE_GDRLAB", "SoftRoceStatus",
+           "RegistrationAttempt", "PyverbsAttempt"]
+
+
+class SoftRoceStatus(TypedDict):
+    """What :func:`soft_roce_status` found."""
+
+    rdma_devices: list[str]
+    rxe_devices: list[str]
+    module: str
+    module_reason: str
+    netdev: str | None
+    commands: list[str]
+    reason: str
+
+
+class RegistrationAttempt(TypedDict):
+    """One registration tried: what (``attempt``), how it went (``outcome``), the errno (0 when none)
+    and ``detail`` (the keys on success, else the error)."""
+
+    attempt: str
+    outcome: str
+    errno: int
+    detail: str
+
+
+class PyverbsAttempt(RegistrationAttempt):
+    """A :class:`RegistrationAttempt` through pyverbs: ``api`` ("pyverbs") and the RDMA ``device``."""
+
+    api: str
+    device: str
 
 # The same registration, object for object, in the two APIs.
 PYVERBS_BESIDE_GDRLAB = [
@@ -39,7 +70,7 @@ def _ifaces(root: Path) -> list[str]:
         names = sorted(p.name for p in base.iterdir())
     except OSError:
         return []
-    up = []
+    up: list[tuple[bool, str]] = []
     for name in names:
         d = base / name
         try:
@@ -64,7 +95,7 @@ def _module_state(root: Path, release: str) -> tuple[str, str]:
     return "unknown", f"no /lib/modules/{release} here (a container?): rdma_rxe must be loaded on the host"
 
 
-def soft_roce_status(root: str = "/") -> dict:
+def soft_roce_status(root: str = "/") -> SoftRoceStatus:
     """What this machine has for live RDMA, and how to add a Soft-RoCE device if it has none.
 
     Returns
@@ -102,7 +133,7 @@ def soft_roce_status(root: str = "/") -> dict:
             "netdev": netdev, "commands": commands, "reason": reason}
 
 
-def pyverbs_registrations(size_bytes: int = 1 << 20) -> list[dict]:
+def pyverbs_registrations(size_bytes: int = 1 << 20) -> list[PyverbsAttempt]:
     """Lab 03's host-memory registration through pyverbs, one row per RDMA device; never raises.
 
     Each row: ``api`` ("pyverbs"), ``device``, ``attempt``, ``outcome``, ``errno``, ``detail``
@@ -120,15 +151,14 @@ def pyverbs_registrations(size_bytes: int = 1 << 20) -> list[dict]:
     from pyverbs.pd import PD
 
     access = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
-    rows = []
+    rows: list[PyverbsAttempt] = []
     for name in st["devices"]:
-        row = {"api": "pyverbs", "device": name, "attempt": "host memory (MR)"}
         try:
             with Context(name=name) as ctx, PD(ctx) as pd, MR(pd, size_bytes, access) as mr:
-                row.update(outcome="registered", errno=0,
-                           detail=f"lkey=0x{mr.lkey:x} rkey=0x{mr.rkey:x}, {size_bytes} bytes")
+                outcome, code, detail = "registered", 0, f"lkey=0x{mr.lkey:x} rkey=0x{mr.rkey:x}, {size_bytes} bytes"
         except Exception as exc:  # PyverbsRDMAError carries the errno of the failing verb
-            code = getattr(exc, "error_code", 0) or getattr(exc, "errno", 0) or 0
-            row.update(outcome="failed", errno=int(code), detail=f"{type(exc).__name__}: {exc}")
-        rows.append(row)
+            code = int(getattr(exc, "error_code", 0) or getattr(exc, "errno", 0) or 0)
+            outcome, detail = "failed", f"{type(exc).__name__}: {exc}"
+        rows.append({"api": "pyverbs", "device": name, "attempt": "host memory (MR)", "outcome": outcome,
+                     "errno": code, "detail": detail})
     return rows

@@ -2,9 +2,14 @@
 model profile and GPU-NIC placement (ipywidgets; values in the vocabulary of gdrlab.model)."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from ..units import format_size, parse_sizes
+
+if TYPE_CHECKING:
+    import ipywidgets as w
+
+    from .quick import SizeSpec
 
 __all__ = ["size_range", "selected_sizes", "path_dropdown", "chunk_slider", "profile_dropdown",
            "placement_dropdown"]
@@ -12,7 +17,7 @@ __all__ = ["size_range", "selected_sizes", "path_dropdown", "chunk_slider", "pro
 _STYLE = {"description_width": "initial"}
 
 
-def size_range(sizes: Any = "8:64M", description: str = "sizes (bytes)"):
+def size_range(sizes: SizeSpec = "8:64M", description: str = "sizes (bytes)") -> w.SelectionRangeSlider:
     """A range slider over the sizes of ``sizes`` (labels like ``4K``); see :func:`selected_sizes`."""
     import ipywidgets as w
 
@@ -21,14 +26,14 @@ def size_range(sizes: Any = "8:64M", description: str = "sizes (bytes)"):
                                   continuous_update=False, style=_STYLE, layout={"width": "420px"})
 
 
-def selected_sizes(control) -> list[int]:
+def selected_sizes(control: w.SelectionRangeSlider) -> list[int]:
     """The sizes from a :func:`size_range` slider's lower to its upper end, inclusive."""
     values = [v for _, v in control.options]
     lo, hi = control.index
     return values[lo:hi + 1]
 
 
-def path_dropdown(paths: Iterable[str] | None = None, value: str | None = None):
+def path_dropdown(paths: Iterable[str] | None = None, value: str | None = None) -> w.Dropdown:
     """A dropdown of transfer paths (default: every path the model knows)."""
     import ipywidgets as w
 
@@ -39,7 +44,7 @@ def path_dropdown(paths: Iterable[str] | None = None, value: str | None = None):
     return w.Dropdown(options=paths, value=value or paths[0], description="path", style=_STYLE)
 
 
-def chunk_slider(value: int = 256 * 1024, low: int = 4096, high: int = 16 << 20):
+def chunk_slider(value: int = 256 * 1024, low: int = 4096, high: int = 16 << 20) -> w.SelectionSlider:
     """Pipelined chunk size in bytes, powers of two from ``low`` to ``high`` (default 256K, the
     MVAPICH2-GDR ``MV2_CUDA_BLOCK_SIZE``)."""
     import ipywidgets as w
@@ -51,7 +56,7 @@ def chunk_slider(value: int = 256 * 1024, low: int = 4096, high: int = 16 << 20)
                              continuous_update=False, style=_STYLE)
 
 
-def profile_dropdown(value: str | None = None):
+def profile_dropdown(value: str | None = None) -> w.Dropdown:
     """A dropdown of the model's hardware profiles."""
     import ipywidgets as w
 
@@ -63,7 +68,7 @@ def profile_dropdown(value: str | None = None):
     return w.Dropdown(options=names, value=value or names[0], description="profile", style=_STYLE)
 
 
-def placement_dropdown(value: str = "same-switch"):
+def placement_dropdown(value: str = "same-switch") -> w.Dropdown:
     """GPU-NIC placement: same-switch, same-host-bridge or cross-socket (nvidia-smi PIX/PXB, PHB/NODE, SYS)."""
     import ipywidgets as w
 

@@ -2,12 +2,30 @@
 from (live, recorded on named hardware, modelled with a profile) and both axes carry units."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, TypedDict, Union
 
 from ..recorded import provenance_label
 
+if TYPE_CHECKING:
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    from ..model import Profile
+    from .quick import SizeSpec
+
 __all__ = ["AXIS_TITLES", "axis_title", "y_column", "plot_sweep", "model_frame", "model_frames",
-           "add_frame_trace", "frames_from", "byte_ticks"]
+           "add_frame_trace", "frames_from", "byte_ticks", "Ticks", "Frames"]
+
+
+class Ticks(TypedDict):
+    """Tick positions and their labels, as plotly's axis ``tickvals`` and ``ticktext`` take them."""
+
+    tickvals: list[int]
+    ticktext: list[str]
+
+
+#: Sweeps to plot: one DataFrame, several, or ``{label: DataFrame}`` (None entries are skipped).
+Frames = Union["pd.DataFrame", Iterable[Union["pd.DataFrame", None]], Mapping[Any, Union["pd.DataFrame", None]], None]
 
 AXIS_TITLES = {
     "size": "message size (bytes)",
@@ -29,7 +47,7 @@ _DASH = {"live": "solid", "recorded": "dot", "modelled": "dash"}
 _SYMBOL = {"live": "circle", "recorded": "square", "modelled": None}
 
 
-def byte_ticks(low: float, high: float) -> dict:
+def byte_ticks(low: float, high: float) -> Ticks:
     """Tick values and labels in binary units (``4K``, ``1M``, ``256G``) for a log axis of bytes
     from ``low`` to ``high``; plotly's own labels would write 1e9 as ``1B`` (billion), not bytes."""
     import math
@@ -53,8 +71,8 @@ def _is_bytes(column: str) -> bool:
     return column == "size" or column.endswith("_bytes")
 
 
-def _axis(column: str, log: bool, values: list) -> dict:
-    axis = {"title": axis_title(column), "type": "log" if log else "linear"}
+def _axis(column: str, log: bool, values: list[float]) -> dict[str, Any]:
+    axis: dict[str, Any] = {"title": axis_title(column), "type": "log" if log else "linear"}
     finite = [v for v in values if v is not None and v == v and v > 0]
     if log and _is_bytes(column) and finite:
         axis.update(byte_ticks(min(finite), max(finite)))
@@ -66,7 +84,7 @@ def axis_title(column: str) -> str:
     return AXIS_TITLES.get(column, column)
 
 
-def y_column(df, y: str) -> str:
+def y_column(df: pd.DataFrame, y: str) -> str:
     """The column of ``df`` to plot for ``y`` (a model's ``lat_us`` stands in for ``lat_p50_us``)."""
     if y in df.columns:
         return y
@@ -76,7 +94,7 @@ def y_column(df, y: str) -> str:
     raise ValueError(f"cannot plot {y!r}: the data has columns {', '.join(map(str, df.columns))}")
 
 
-def frames_from(data: Any) -> list[tuple[str | None, Any]]:
+def frames_from(data: Frames) -> list[tuple[str | None, pd.DataFrame]]:
     """Normalise a DataFrame, a list of DataFrames or a ``{label: DataFrame}`` mapping."""
     if data is None:
         return []
@@ -87,20 +105,21 @@ def frames_from(data: Any) -> list[tuple[str | None, Any]]:
     return [(None, d) for d in data if d is not None]
 
 
-def _kind(df) -> str:
+def _kind(df: pd.DataFrame) -> str:
     prov = df.attrs.get("provenance") if hasattr(df, "attrs") else None
     if not isinstance(prov, dict):
         raise ValueError("every dataset needs a provenance: set df.attrs['provenance'] = "
                          "{'kind': 'live'|'recorded'|'modelled', ...}")
-    return prov.get("kind", "")
+    return str(prov.get("kind", ""))
 
 
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
             "#7f7f7f", "#bcbd22")
 
 
-def add_frame_trace(fig, df, *, x: str = "size", y: str = "bw_gbps", label: str | None = None,
-                    split: str | None = None, colours: dict | None = None) -> None:
+def add_frame_trace(fig: go.Figure, df: pd.DataFrame, *, x: str = "size", y: str = "bw_gbps",
+                    label: str | None = None, split: str | None = None,
+                    colours: dict[str, str] | None = None) -> None:
     """Add one trace per group of ``df`` (grouped by column ``split`` when given) to ``fig``.
 
     ``colours`` maps series names to colours and is filled as new names appear, so a measured
@@ -126,9 +145,9 @@ def add_frame_trace(fig, df, *, x: str = "size", y: str = "bw_gbps", label: str 
         ))
 
 
-def plot_sweep(data: Any, y: str = "bw_gbps", *, x: str = "size", split: str | None = None,
-               model: Any = None, title: str = "", log_x: bool = True, log_y: bool | None = None,
-               height: int = 420):
+def plot_sweep(data: Frames, y: str = "bw_gbps", *, x: str = "size", split: str | None = None,
+               model: Frames = None, title: str = "", log_x: bool = True, log_y: bool | None = None,
+               height: int = 420) -> go.Figure:
     """A figure of one or more sweeps against message size.
 
     Parameters
@@ -153,7 +172,7 @@ def plot_sweep(data: Any, y: str = "bw_gbps", *, x: str = "size", split: str | N
 
     fig = go.Figure()
     kinds: list[str] = []
-    colours: dict = {}
+    colours: dict[str, str] = {}
     for label, df in frames_from(data) + frames_from(model):
         add_frame_trace(fig, df, x=x, y=y, label=label, split=split, colours=colours)
         kind = _kind(df)
@@ -173,20 +192,29 @@ def plot_sweep(data: Any, y: str = "bw_gbps", *, x: str = "size", split: str | N
     return fig
 
 
-def model_frame(profile: str, path: str, sizes: Any, placement: str | None = None, **overrides):
-    """``gdrlab.model.predict`` with the provenance every plot needs (kind modelled, profile)."""
+def model_frame(profile: str | Profile, path: str, sizes: SizeSpec, placement: str | None = None, *,
+                chunk: int | None = None, depth: int | None = None, wire: str | None = None,
+                **overrides: float) -> pd.DataFrame:
+    """``gdrlab.model.predict`` with the provenance every plot needs (kind modelled, profile, and
+    the keywords given: ``chunk``, ``depth``, ``wire`` and parameter overrides)."""
     from .. import model
 
-    df = model.predict(profile, path, sizes, placement=placement, **overrides)
+    df = model.predict(profile, path, sizes, placement=placement, chunk=chunk, depth=depth, wire=wire, **overrides)
     prov = dict(df.attrs.get("provenance") or {})
     prov.setdefault("kind", "modelled")
     prov.setdefault("profile", profile if isinstance(profile, str) else getattr(profile, "name", str(profile)))
-    if overrides:
-        prov.setdefault("overrides", dict(overrides))
+    given: dict[str, float | str] = {k: v for k, v in (("chunk", chunk), ("depth", depth), ("wire", wire))
+                                     if v is not None}
+    given.update(overrides)
+    if given:
+        prov.setdefault("overrides", given)
     df.attrs["provenance"] = prov
     return df
 
 
-def model_frames(profile: str, paths: Iterable[str], sizes: Any, **kw) -> dict:
-    """``{path: model_frame(profile, path, sizes)}`` for several paths."""
-    return {p: model_frame(profile, p, sizes, **kw) for p in paths}
+def model_frames(profile: str | Profile, paths: Iterable[str], sizes: SizeSpec, placement: str | None = None, *,
+                 chunk: int | None = None, depth: int | None = None, wire: str | None = None,
+                 **overrides: float) -> dict[str, pd.DataFrame]:
+    """``{path: model_frame(profile, path, sizes, ...)}`` for several paths."""
+    return {p: model_frame(profile, p, sizes, placement, chunk=chunk, depth=depth, wire=wire, **overrides)
+            for p in paths}

@@ -9,28 +9,36 @@ from __future__ import annotations
 import platform
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..units import format_size, parse_sizes
 from .controls import selected_sizes, size_range
 from .plots import add_frame_trace, axis_title, byte_ticks, frames_from
 from .quick import quick_mode, quick_sizes
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .plots import Frames
+    from .quick import SizeSpec
+
 __all__ = ["SweepWidget"]
 
 
-def _row_of(result: Any, size: int) -> tuple[dict, dict | None]:
+def _row_of(result: object, size: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """A measurement's result as a dict row, plus its provenance if it carried one."""
     prov = None
     if hasattr(result, "iloc"):  # a one-row DataFrame from the engine
-        prov = result.attrs.get("provenance")
-        if len(result) == 0:
+        df: pd.DataFrame = result
+        prov = df.attrs.get("provenance")
+        if len(df) == 0:
             raise ValueError(f"the measurement for {size} bytes returned no rows")
-        result = result.iloc[-1].to_dict()
-    if not isinstance(result, dict):
+        result = df.iloc[-1].to_dict()
+    if not isinstance(result, Mapping):
         raise TypeError(f"measure_fn must return a dict or a DataFrame, got {type(result).__name__}")
-    result.setdefault("size", size)
-    return result, prov
+    row = dict(result)
+    row.setdefault("size", size)
+    return row, prov
 
 
 class SweepWidget:
@@ -57,9 +65,9 @@ class SweepWidget:
     calling thread and starts no background thread.
     """
 
-    def __init__(self, measure_fn: Callable[[int], Any], sizes: Any, *, y: str = "bw_gbps", name: str = "live",
-                 title: str = "", model: Any = None, redraw_s: float = 0.25, log_y: bool | None = None,
-                 x_title: str | None = None):
+    def __init__(self, measure_fn: Callable[[int], Mapping[str, Any] | pd.DataFrame], sizes: SizeSpec, *,
+                 y: str = "bw_gbps", name: str = "live", title: str = "", model: Frames = None,
+                 redraw_s: float = 0.25, log_y: bool | None = None, x_title: str | None = None) -> None:
         import ipywidgets as w
         import plotly.graph_objects as go
 
@@ -69,8 +77,8 @@ class SweepWidget:
         self.sizes = parse_sizes(sizes)
         self.y = y
         self.redraw_s = float(redraw_s)
-        self.rows: list[dict] = []
-        self.provenance: dict = {"kind": "live", "host": platform.node()}
+        self.rows: list[dict[str, Any]] = []
+        self.provenance: dict[str, Any] = {"kind": "live", "host": platform.node()}
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -182,7 +190,7 @@ class SweepWidget:
             self._live.x, self._live.y = xs, ys
 
     # ----------------------------------------------------------------- results
-    def result(self):
+    def result(self) -> pd.DataFrame:
         """The points measured so far as a DataFrame with ``attrs["provenance"]`` (live)."""
         import pandas as pd
 
