@@ -255,7 +255,10 @@ void bind_connection(nb::module_& v) {
     if (g.size() != 16) throw_invalid("a GID is 16 bytes");
     return gid_is_ipv4_mapped(bytes_ptr(g));
   });
-  v.def("select_gid_index", [](const std::vector<std::tuple<int, nb::bytes, int>>& rows) {
+  v.def("select_gid_index", [](const std::vector<std::tuple<int, nb::bytes, int>>& rows, const std::string& family,
+                               const std::string& addr_range, const std::string& roce_version) {
+    static const std::string names[3] = {"family", "addr_range", "roce_version"};
+    const GidPolicy policy = parse_gid_policy(family, addr_range, roce_version, names);
     std::vector<GidEntry> t;
     for (const auto& [index, gid, version] : rows) {
       if (gid.size() != 16) throw_invalid("a GID is 16 bytes");
@@ -265,8 +268,8 @@ void bind_connection(nb::module_& v) {
       e.roce_version = version;
       t.push_back(e);
     }
-    return select_gid_index(t);
-  }, "table"_a);
+    return select_gid_index(t, policy);
+  }, "table"_a, "family"_a = "", "addr_range"_a = "", "roce_version"_a = "");
   v.def("qp_init_attrs", [](int port, int access, int pkey_index) {
     return attrs_dict(qp_init_attrs(port, access, pkey_index));
   }, "port"_a, "access"_a = kDefaultAccess, "pkey_index"_a = 0);

@@ -6,7 +6,8 @@
 //   path MTU      min(local port active_mtu, remote port active_mtu)
 //   addressing    InfiniBand: destination LID (plus a GRH where the port requires one or the
 //                 subnets differ); RoCE: GRH with the peer's GID and our GID index
-//   GID index     RoCE v2 before v1, IPv4-mapped (::ffff:a.b.c.d) before other GIDs, link-local last
+//   GID index     RoCE v2 before v1, IPv4-mapped (::ffff:a.b.c.d) before other GIDs, link-local last;
+//                 NCCL's ADDR_FAMILY / ADDR_RANGE / ROCE_VERSION_NUM knobs narrow it (GidPolicy)
 #pragma once
 #include <cstdint>
 #include <memory>
