@@ -176,6 +176,12 @@ void bind_probes(nb::module_& v) {
     return hca_allowed(parse_hca_filter(spec), device, port);
   }, "spec"_a, "device"_a, "port"_a);
   v.def("pci_hops", &pci_hops, "a"_a, "b"_a);
+  v.def("cpu_crossing_code", [](const std::string& gpu_path, const std::string& hca_path) {
+    std::string why;
+    std::string code = cpu_crossing_code(gpu_path, hca_path, &why);
+    return std::make_tuple(code, why);
+  }, "gpu_path"_a, "hca_path"_a);
+  v.def("nccl_gdr_verdict", &nccl_gdr_verdict, "code"_a);
   v.def("verbs_hint", &verbs_hint, "call"_a, "err"_a, "gpu_memory"_a);
 }
 
