@@ -144,3 +144,30 @@ def test_host_paths_never_flush(dmabuf_stand_ins, tmp_path):  # noqa: F811
     out = run_with_fake_cuda(d, READS.format(path="shared", mode=0), GDRLAB_IBVERBS_LIB=lib,
                              GDRLAB_FAKE_CUDA_FLUSH_OPTIONS="0", GDRLAB_FAKE_CUDA_ORDERING="0")
     assert out.get("verified") is True and (out["flushes"], out["reads"]) == (0, 0), out
+
+
+STATUS = """
+    import json, gdrlab.verbs as gv
+    st = gv.peer_memory_status()
+    print(json.dumps([st["gpu_flush"], st["gpu_flush_reason"]]))
+"""
+
+
+@pytest.mark.parametrize("env,flush", [
+    ({"GDRLAB_FAKE_CUDA_FLUSH_OPTIONS": "1", "GDRLAB_FAKE_CUDA_ORDERING": "100"}, "none"),
+    ({"GDRLAB_FAKE_CUDA_FLUSH_OPTIONS": "1", "GDRLAB_FAKE_CUDA_ORDERING": "0"}, "cuFlushGPUDirectRDMAWrites"),
+    ({"GDRLAB_FAKE_CUDA_FLUSH_OPTIONS": "0", "GDRLAB_FAKE_CUDA_ORDERING": "0"}, "rdma-read"),
+    ({"GDRLAB_FAKE_CUDA_ATTRS_UNKNOWN": "1"}, "rdma-read"),
+    ({"GDRLAB_FAKE_CUDA_FLUSH_OPTIONS": "0", "GDRLAB_FAKE_CUDA_ORDERING": "0", "NCCL_GDR_FLUSH_DISABLE": "1"}, "none"),
+])
+def test_status_says_which_flush_gdr_will_use(dmabuf_stand_ins, env, flush):  # noqa: F811
+    d, lib = dmabuf_stand_ins
+    clean = {"GDRLAB_GDR_FLUSH_DISABLE": "", "NCCL_GDR_FLUSH_DISABLE": ""}
+    assert run_with_fake_cuda(d, STATUS, GDRLAB_IBVERBS_LIB=lib, **{**clean, **env}) == [flush, ""]
+
+
+def test_status_reports_a_bad_flush_setting_without_raising(dmabuf_stand_ins):  # noqa: F811
+    d, lib = dmabuf_stand_ins
+    flush, reason = run_with_fake_cuda(d, STATUS, GDRLAB_IBVERBS_LIB=lib, GDRLAB_GDR_FLUSH_DISABLE="on",
+                                       NCCL_GDR_FLUSH_DISABLE="")
+    assert flush is None and "GDRLAB_GDR_FLUSH_DISABLE='on' is not an integer" in reason

@@ -182,6 +182,8 @@ void bind_probes(nb::module_& v) {
     return std::make_tuple(code, why);
   }, "gpu_path"_a, "hca_path"_a);
   v.def("nccl_gdr_verdict", &nccl_gdr_verdict, "code"_a);
+  v.def("gpu_flush", [](int ordinal) { return std::string(gpu_flush_name(gpu_flush_for_device(ordinal))); },
+        "ordinal"_a);
   v.def("verbs_hint", &verbs_hint, "call"_a, "err"_a, "gpu_memory"_a);
 }
 
