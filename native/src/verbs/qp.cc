@@ -278,7 +278,8 @@ QpAttrs qp_rtr_attrs(int port, int local_link_layer, int local_mtu, int sgid_ind
       throw_unavailable("RoCE versions differ: this side's GID (index " + std::to_string(sgid_index) + ") is RoCE v" +
                         std::to_string(opt.local_roce_version) + ", the peer's (index " +
                         std::to_string(remote.gid_index) + ") RoCE v" + std::to_string(remote.roce_version) +
-                        "; set GDRLAB_IB_GID_INDEX on both sides to RoCE v2 entries (show_gids)");
+                        "; set NCCL_IB_ROCE_VERSION_NUM=2 (or GDRLAB_IB_GID_INDEX to a RoCE v2 entry, see "
+                        "show_gids) on both sides");
     q.attr.ah_attr.is_global = 1;
     std::memcpy(q.attr.ah_attr.grh.dgid.raw, remote.gid, 16);
     q.attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(sgid_index);
