@@ -131,3 +131,25 @@ def test_paths_that_meet_below_a_root_port_are_not_classified():
     assert V.cpu_crossing_code(sw + "/0000:82:00.0", sw + "/0000:82:01.0")[0] == ""
     assert V.cpu_crossing_code(sw + "/0000:82:00.0", "/sys/devices/pci0000:80/0000:80:03.0/0000:83:00.0")[0] == "PHB"
     assert V.cpu_crossing_code("", sw) == ("", "")
+
+
+@pytest.mark.parametrize("build,pairs,codes", [
+    ("gpu_nic_same_switch", [("GPU0", "mlx5_0"), ("GPU1", "mlx5_0")], ["PIX", "PHB"]),
+    ("gpu_nic_two_sockets", [("GPU0", "mlx5_0"), ("GPU0", "mlx5_1")], ["SYS", "NODE"]),
+])
+def test_engine_and_topology_agree_on_the_code(tmp_path, monkeypatch, build, pairs, codes):
+    # The engine's classification (C++, for the warning) against gdrlab.topology's pcie_code on the
+    # same synthetic machines (tests/sysfs_builder.py): equal where the path crosses the CPU, and
+    # "" from the engine where topology says PIX or PXB.
+    import sysfs_builder
+    from gdrlab.topology import from_sysfs
+    getattr(sysfs_builder, build)(tmp_path)
+    monkeypatch.setenv("GDRLAB_SYSFS_ROOT", str(tmp_path / "sys"))
+    topo = from_sysfs(tmp_path)
+    assert [topo.pcie_code(g, n)[0] for g, n in pairs] == codes  # the cases this test is about
+    for gpu, nic in pairs:
+        expected = topo.pcie_code(gpu, nic)[0]
+        gpu_path = (tmp_path / "sys" / "bus" / "pci" / "devices" / topo.device(gpu)["pci_bus_id"]).resolve()
+        nic_path = (tmp_path / "sys" / "class" / "infiniband" / nic / "device").resolve()
+        code, why = V.cpu_crossing_code(str(gpu_path), str(nic_path))
+        assert code == ("" if expected in ("PIX", "PXB") else expected), (gpu, nic, expected, code, why)
