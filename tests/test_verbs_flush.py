@@ -171,3 +171,11 @@ def test_status_reports_a_bad_flush_setting_without_raising(dmabuf_stand_ins):  
     flush, reason = run_with_fake_cuda(d, STATUS, GDRLAB_IBVERBS_LIB=lib, GDRLAB_GDR_FLUSH_DISABLE="on",
                                        NCCL_GDR_FLUSH_DISABLE="")
     assert flush is None and "GDRLAB_GDR_FLUSH_DISABLE='on' is not an integer" in reason
+
+
+@pytest.mark.parametrize("env", [{"FAKE_IBV_LINK": "roce"}, {"FAKE_IBV_GRH_REQUIRED": "1"},
+                                 {"FAKE_IBV_LINK": "roce", "NCCL_IB_ADDR_FAMILY": "AF_INET6"}])
+def test_the_loopback_queue_pair_is_addressed_like_the_data_one(dmabuf_stand_ins, tmp_path, env):  # noqa: F811
+    # RoCE: a GRH with its own GID at the data QP's GID index; a port that requires a GRH gets one.
+    out = _gdr(dmabuf_stand_ins, tmp_path, GDRLAB_FAKE_CUDA_FLUSH_OPTIONS="0", GDRLAB_FAKE_CUDA_ORDERING="0", **env)
+    assert out.get("verified") is True and out["reads"] == 3 and out["read"]["self"] == 1, out
