@@ -21,7 +21,7 @@ import numpy as np
 
 from . import provenance as _prov
 from .transfer.buffers import Buffer, cuda_status, gpus, machine, native
-from .errors import InvalidArgument, Unavailable
+from .errors import GdrlabError, InvalidArgument, Unavailable
 from .units import parse_sizes
 
 __all__ = [
@@ -60,7 +60,9 @@ def peer_memory_status() -> dict:
     (``nvidia_peermem`` or MLNX_OFED's legacy ``nv_peer_mem``, and its version),
     ``nvidia_peermem_loaded`` (and its version), ``reg_dmabuf_mr`` (libibverbs exports it,
     IBVERBS_1.12) and ``cuda_dmabuf`` (the driver can export dma-bufs), each with a reason when
-    false."""
+    false; and ``gpu_flush``, how the ``gdr`` path makes the HCA's writes visible in GPU 0:
+    ``"none"`` (the device orders them), ``"cuFlushGPUDirectRDMAWrites"`` or ``"rdma-read"`` (None,
+    with ``gpu_flush_reason``, without a usable GPU or with a bad ``*_GDR_FLUSH_DISABLE``)."""
     loaded, module = _v().peermem_loaded()
     st = status()
     name, _, version = (module or "").partition(" ")
@@ -78,9 +80,14 @@ def peer_memory_status() -> dict:
         g = gpus()
         out["cuda_dmabuf"] = bool(g and g[0]["dmabuf_supported"])
         out["cuda_dmabuf_reason"] = "" if out["cuda_dmabuf"] else "GPU 0 reports CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 0"
+        try:
+            out["gpu_flush"], out["gpu_flush_reason"] = _v().gpu_flush(0), ""
+        except GdrlabError as exc:
+            out["gpu_flush"], out["gpu_flush_reason"] = None, str(exc)
     else:
         out["cuda_dmabuf"] = False
         out["cuda_dmabuf_reason"] = cs["reason"]
+        out["gpu_flush"], out["gpu_flush_reason"] = None, cs["reason"]
     return out
 
 

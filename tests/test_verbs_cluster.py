@@ -91,6 +91,91 @@ def test_gid_tie_break_depends_on_whether_the_type_is_known():
     assert V.select_gid_index([(2, v4, 2), (3, v4, 2)]) == 2
 
 
+# A RoCE port as a routed cluster shows it: link-local, two IPv4 subnets and a global IPv6
+# address, each as a RoCE v1 and a v2 entry, then an empty slot.
+CLUSTER_GIDS = ",".join(["1 fe80::11", "2 fe80::11", "1 ::ffff:10.0.0.1", "2 ::ffff:10.0.0.1", "1 ::ffff:192.168.7.5",
+                         "2 ::ffff:192.168.7.5", "1 fd00:1::5", "2 fd00:1::5", "2 ::"])
+
+
+@pytest.mark.parametrize("env,index", [
+    ({}, 3),                                                          # v2, IPv4, the lower of two subnets
+    ({"NCCL_IB_ADDR_RANGE": "192.168.0.0/16"}, 5),
+    ({"GDRLAB_IB_ADDR_RANGE": "10.0.0.0/8", "NCCL_IB_ADDR_RANGE": "192.168.0.0/16"}, 3),
+    ({"NCCL_IB_ADDR_FAMILY": "AF_INET6"}, 7),                          # v2, global, not fe80::
+    ({"NCCL_IB_ADDR_FAMILY": "AF_INET6", "NCCL_IB_ROCE_VERSION_NUM": "1"}, 6),
+    ({"NCCL_IB_ADDR_RANGE": "fd00::/16"}, 7),
+    ({"NCCL_IB_ROCE_VERSION_NUM": "1"}, 2),
+    ({"GDRLAB_IB_ROCE_VERSION_NUM": "2", "NCCL_IB_ROCE_VERSION_NUM": "1"}, 3),
+    ({"NCCL_IB_GID_INDEX": "4"}, 4),                                  # explicit: taken as given
+])
+def test_roce_gid_knobs_choose_the_entry(fake_verbs_lib, empty_sysfs, env, index):
+    out = _run(fake_verbs_lib, RUN_HOST, FAKE_IBV_LINK="roce", FAKE_IBV_GIDS=CLUSTER_GIDS, GDRLAB_SYSFS_ROOT=empty_sysfs,
+               **env)
+    assert out.get("verified") is True, out
+    assert out["gid_index"] == index and out["attrs"]["sgid_index"] == index, out
+
+
+def test_ipv6_only_port_takes_the_global_v2_entry(fake_verbs_lib, empty_sysfs):
+    out = _run(fake_verbs_lib, RUN_HOST, FAKE_IBV_LINK="roce", GDRLAB_SYSFS_ROOT=empty_sysfs,
+               FAKE_IBV_GIDS="1 fe80::11,2 fe80::11,1 fd00:1::5,2 fd00:1::5")
+    assert out.get("verified") is True and out["gid_index"] == 3, out
+
+
+@pytest.mark.parametrize("env,kind,text", [
+    ({"NCCL_IB_ADDR_RANGE": "172.16.0.0/12"}, "Unavailable", "has no GID with NCCL_IB_ADDR_RANGE=172.16.0.0/12 (its GIDs: "
+                                                             "0 fe80::11 v1, 1 fe80::11 v2, 2 ::ffff:10.0.0.1 v1"),
+    ({"NCCL_IB_ADDR_FAMILY": "INET6"}, "InvalidArgument", "NCCL_IB_ADDR_FAMILY='INET6': valid values are AF_INET"),
+    ({"NCCL_IB_ADDR_FAMILY": "AF_INET", "GDRLAB_IB_ADDR_RANGE": "fd00::/8"}, "InvalidArgument",
+     "GDRLAB_IB_ADDR_RANGE='fd00::/8': an IPv6 range, but NCCL_IB_ADDR_FAMILY asks for AF_INET"),
+    ({"NCCL_IB_ADDR_RANGE": "10.0.0.0"}, "InvalidArgument", "expected address/prefix-length"),
+    ({"NCCL_IB_ADDR_RANGE": "10.0.0.0/33"}, "InvalidArgument", "prefix length 33 is too long for IPv4"),
+    ({"GDRLAB_IB_ROCE_VERSION_NUM": "3"}, "InvalidArgument", "GDRLAB_IB_ROCE_VERSION_NUM='3': the RoCE version is 1 or 2"),
+])
+def test_roce_gid_knobs_refuse_with_one_line(fake_verbs_lib, empty_sysfs, env, kind, text):
+    out = _run(fake_verbs_lib, RUN_HOST, FAKE_IBV_LINK="roce", FAKE_IBV_GIDS=CLUSTER_GIDS, GDRLAB_SYSFS_ROOT=empty_sysfs,
+               **env)
+    assert out.get("raised") == kind and text in out["message"] and "\n" not in out["message"], out
+
+
+def test_gid_knobs_do_not_touch_infiniband(fake_verbs_lib):
+    # On InfiniBand the port GID is index 0 whatever the RoCE knobs say.
+    out = _run(fake_verbs_lib, RUN_HOST, NCCL_IB_ADDR_FAMILY="AF_INET6", NCCL_IB_ADDR_RANGE="fd00::/8")
+    assert out.get("verified") is True and out["gid_index"] == 0, out
+
+
+def _gid(text: str) -> bytes:
+    import ipaddress
+    return ipaddress.IPv6Address(text).packed
+
+
+def test_gid_range_compares_bits_not_bytes():
+    table = [(2, _gid("::ffff:10.1.0.1"), 2), (3, _gid("::ffff:10.200.0.1"), 2)]
+    assert V.select_gid_index(table, addr_range="10.0.0.0/9") == 2     # 10.1 is in 10.0-10.127
+    assert V.select_gid_index(table, addr_range="10.128.0.0/9") == 3
+    assert V.select_gid_index(table, addr_range="10.0.0.0/8") == 2      # both: the lower index
+    assert V.select_gid_index(table, addr_range="11.0.0.0/8") == -1
+    assert V.select_gid_index(table, addr_range="0.0.0.0/0") == 2
+    v6 = [(0, _gid("fd00:1:2::5"), 2), (1, _gid("fd00:1:3::5"), 2)]
+    assert V.select_gid_index(v6, addr_range="fd00:1:3::/48") == 1
+    assert V.select_gid_index(v6, addr_range="fd00:1:2::/47") == 0     # /47 holds :2 and :3
+
+
+def test_unconfigured_and_multicast_gids_follow_nccl():
+    # fe80:: with nothing after the prefix is an unfilled slot (NCCL's configuredGid): never chosen.
+    assert V.select_gid_index([(0, _gid("fe80::"), 2)]) == -1
+    # The IPv4-mapped multicast form counts as IPv4, as in NCCL's getGidAddrFamily.
+    mc = (1, _gid("ff0e::ffff:239.1.1.1"), 2)
+    assert V.select_gid_index([mc], family="AF_INET") == 1
+    assert V.select_gid_index([mc], family="AF_INET6") == -1
+
+
+def test_version_knob_is_a_requirement_but_unknown_types_pass():
+    v4 = _gid("::ffff:10.0.0.1")
+    assert V.select_gid_index([(2, v4, 1), (3, v4, 2)], roce_version="1") == 2
+    assert V.select_gid_index([(3, v4, 2)], roce_version="1") == -1
+    assert V.select_gid_index([(2, v4, 0), (3, v4, 0)], roce_version="1") == 3  # types unknown: the tie rule
+
+
 def test_traffic_class_and_service_level_reach_the_address_vector(fake_verbs_lib, empty_sysfs):
     out = _run(fake_verbs_lib, RUN_HOST, FAKE_IBV_LINK="roce", GDRLAB_SYSFS_ROOT=empty_sysfs,
                GDRLAB_IB_TC="106", NCCL_IB_SL="3")

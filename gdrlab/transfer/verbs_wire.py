@@ -3,8 +3,10 @@
 The session starts over tcp (the out-of-band channel that exchanges queue-pair numbers, GIDs and
 keys), then every test runs over the queue pair. Which HCA each side uses comes from
 ``GDRLAB_IB_DEV`` (``mlx5_0`` or ``mlx5_0:1``; unset, the ACTIVE HCA nearest the GPU among those
-``GDRLAB_IB_HCA`` or ``NCCL_IB_HCA`` allows), ``GDRLAB_IB_GID_INDEX`` (RoCE) and
-``GDRLAB_GDR_REG`` (``auto``, ``dmabuf``, ``peermem``), read by each process; the traffic class,
+``GDRLAB_IB_HCA`` or ``NCCL_IB_HCA`` allows), the RoCE GID (``GDRLAB_IB_GID_INDEX``, else chosen
+under ``*_IB_ROCE_VERSION_NUM``, ``*_IB_ADDR_FAMILY`` and ``*_IB_ADDR_RANGE``, GDRLAB_ or NCCL_),
+``GDRLAB_GDR_REG`` (``auto``, ``dmabuf``, ``peermem``) and ``GDRLAB_GDR_FLUSH_DISABLE`` (or
+``NCCL_GDR_FLUSH_DISABLE``), read by each process; the traffic class,
 service level and partition from ``GDRLAB_IB_TC``, ``GDRLAB_IB_SL`` and ``GDRLAB_IB_PKEY_INDEX``
 (or NCCL's ``NCCL_IB_TC``, ``NCCL_IB_SL``, ``NCCL_IB_PKEY``), which :func:`apply_link_options` sets
 for this process and the local peers it starts.

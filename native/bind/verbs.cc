@@ -176,6 +176,14 @@ void bind_probes(nb::module_& v) {
     return hca_allowed(parse_hca_filter(spec), device, port);
   }, "spec"_a, "device"_a, "port"_a);
   v.def("pci_hops", &pci_hops, "a"_a, "b"_a);
+  v.def("cpu_crossing_code", [](const std::string& gpu_path, const std::string& hca_path) {
+    std::string why;
+    std::string code = cpu_crossing_code(gpu_path, hca_path, &why);
+    return std::make_tuple(code, why);
+  }, "gpu_path"_a, "hca_path"_a);
+  v.def("nccl_gdr_verdict", &nccl_gdr_verdict, "code"_a);
+  v.def("gpu_flush", [](int ordinal) { return std::string(gpu_flush_name(gpu_flush_for_device(ordinal))); },
+        "ordinal"_a);
   v.def("verbs_hint", &verbs_hint, "call"_a, "err"_a, "gpu_memory"_a);
 }
 
@@ -255,7 +263,10 @@ void bind_connection(nb::module_& v) {
     if (g.size() != 16) throw_invalid("a GID is 16 bytes");
     return gid_is_ipv4_mapped(bytes_ptr(g));
   });
-  v.def("select_gid_index", [](const std::vector<std::tuple<int, nb::bytes, int>>& rows) {
+  v.def("select_gid_index", [](const std::vector<std::tuple<int, nb::bytes, int>>& rows, const std::string& family,
+                               const std::string& addr_range, const std::string& roce_version) {
+    static const std::string names[3] = {"family", "addr_range", "roce_version"};
+    const GidPolicy policy = parse_gid_policy(family, addr_range, roce_version, names);
     std::vector<GidEntry> t;
     for (const auto& [index, gid, version] : rows) {
       if (gid.size() != 16) throw_invalid("a GID is 16 bytes");
@@ -265,8 +276,8 @@ void bind_connection(nb::module_& v) {
       e.roce_version = version;
       t.push_back(e);
     }
-    return select_gid_index(t);
-  }, "table"_a);
+    return select_gid_index(t, policy);
+  }, "table"_a, "family"_a = "", "addr_range"_a = "", "roce_version"_a = "");
   v.def("qp_init_attrs", [](int port, int access, int pkey_index) {
     return attrs_dict(qp_init_attrs(port, access, pkey_index));
   }, "port"_a, "access"_a = kDefaultAccess, "pkey_index"_a = 0);

@@ -2,8 +2,10 @@
  * hands out a real file descriptor (of /dev/null) for any range, as the driver hands out a
  * dma-buf fd; the stand-in libibverbs built with -DFAKE_IBV_WITH_DMABUF then registers the range.
  * GDRLAB_FAKE_CUDA_FLUSH_OPTIONS / _ORDERING set the two GPUDirect RDMA attributes (117, 118) the
- * engine reads before flushing; cuFlushGPUDirectRDMAWrites counts its calls; cuDeviceGetPCIBusId
- * reports GDRLAB_FAKE_CUDA_BUS_ID. */
+ * engine reads before flushing; GDRLAB_FAKE_CUDA_ATTRS_UNKNOWN=1 makes the driver refuse both
+ * (CUDA_ERROR_INVALID_VALUE, as drivers before CUDA 11.3 do); cuFlushGPUDirectRDMAWrites counts its
+ * calls, and built with -DFAKE_CUDA_NO_FLUSH_API it is not exported at all (a pre-11.3 driver);
+ * cuDeviceGetPCIBusId reports GDRLAB_FAKE_CUDA_BUS_ID. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,15 +20,19 @@ int cuMemGetHandleForAddressRange(int* fd, unsigned long long ptr, size_t size, 
   return *fd < 0 ? 999 : 0;
 }
 
+#ifndef FAKE_CUDA_NO_FLUSH_API
 int cuFlushGPUDirectRDMAWrites(int target, int scope) {
   (void)target; (void)scope;
   ++flushes;
   return 0;
 }
+#endif
 
 int cuDeviceGetAttribute(int* v, int attr, int dev) {
   (void)dev;
   const char* e = 0;
+  const char* unknown = getenv("GDRLAB_FAKE_CUDA_ATTRS_UNKNOWN");
+  if ((attr == 117 || attr == 118) && unknown && strcmp(unknown, "1") == 0) return 1; /* CUDA_ERROR_INVALID_VALUE */
   if (attr == 117) e = getenv("GDRLAB_FAKE_CUDA_FLUSH_OPTIONS");
   if (attr == 118) e = getenv("GDRLAB_FAKE_CUDA_ORDERING");
   *v = e ? atoi(e) : (attr == 117 ? 1 : 0);

@@ -24,7 +24,19 @@
 // ibv_reg_dmabuf_mr fail with that errno (EPROTONOSUPPORT, ENOTTY, EOPNOTSUPP, EINVAL, EFAULT);
 // unset, it registers like ibv_reg_mr. FAKE_IBV_SLOW_RECV_US=N makes a poll that returns a
 // receive completion take N microseconds more (a receiver slower than its sender).
+// FAKE_IBV_GIDS="2 ::ffff:10.0.0.1,1 fe80::11,..." replaces the RoCE table: one "<RoCE version>
+// <IPv6 text>" per index (an address of "::" is an empty slot).
+//
+// RDMA READ is modelled as NCCL's GPUDirect flush uses it: the target region needs REMOTE_READ,
+// the target QP (the destination, here possibly the poster itself) REMOTE_READ in its access
+// flags and max_dest_rd_atomic >= 1, the poster max_rd_atomic >= 1, the local region LOCAL_WRITE.
+// fake_ibv_reads() reports how many READs were posted and what the last one named;
+// FAKE_IBV_FAIL_READ=N completes the N-th READ of the process and every later one with
+// IBV_WC_REM_ACCESS_ERR.
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <string>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -57,12 +69,23 @@ struct FakeQp {
   // Ranges written with an immediate whose receive completion the owner has not polled yet, in
   // arrival order (zero-length for ACKs): the receiver may still be copying them out.
   std::deque<std::pair<uint64_t, uint64_t>> unconsumed;
+  unsigned access = 0;  // qp_access_flags from INIT
+  int max_rd_atomic = 0, max_dest_rd_atomic = 0;
 };
 
 struct FakeMr {
   ibv_mr mr;
   int access = 0;
+  bool dmabuf = false;
 };
+
+// The last RDMA READ posted: opcode, length, whether the QP was connected to itself, whether the
+// rkey's region was registered through dma-buf (GPU memory), the offset of the address in that
+// region, the length of the lkey's region, whether lkey/rkey named valid regions, the QP's number.
+struct ReadRecord {
+  long long count = 0, opcode = -1, length = -1, self = -1, target_dmabuf = -1, target_offset = -1,
+            local_region_length = -1, lkey_ok = -1, rkey_ok = -1, qp_num = -1;
+} reads;
 
 std::mutex mu;
 constexpr uint16_t kPkeys[] = {0xffff, 0x8001};
@@ -82,10 +105,52 @@ bool roce() {
   const char* v = std::getenv("FAKE_IBV_LINK");
   return v && std::strcmp(v, "roce") == 0;
 }
-int gid_count() { return roce() ? kRoceGids : 1; }
+// FAKE_IBV_GIDS, parsed: (RoCE version, GID) per index; empty when unset.
+std::vector<std::pair<int, ibv_gid>> custom_gids() {
+  std::vector<std::pair<int, ibv_gid>> out;
+  const char* e = std::getenv("FAKE_IBV_GIDS");
+  if (!e || !*e) return out;
+  std::string all(e);
+  size_t i = 0;
+  while (i <= all.size()) {
+    size_t j = all.find(',', i);
+    if (j == std::string::npos) j = all.size();
+    std::string item = all.substr(i, j - i);
+    size_t sp = item.find(' ');
+    ibv_gid g;
+    std::memset(&g, 0, sizeof g);
+    int version = std::atoi(item.substr(0, sp).c_str());
+    if (sp == std::string::npos || inet_pton(AF_INET6, item.substr(sp + 1).c_str(), g.raw) != 1) {
+      std::fprintf(stderr, "fake_ibverbs: bad FAKE_IBV_GIDS entry '%s'\n", item.c_str());
+      std::abort();
+    }
+    out.push_back({version, g});
+    i = j + 1;
+  }
+  return out;
+}
+
+int gid_count() {
+  if (!roce()) return 1;
+  const size_t n = custom_gids().size();
+  return n ? static_cast<int>(n) : kRoceGids;
+}
+
+int gid_version(int index) {
+  const auto custom = custom_gids();
+  if (!custom.empty()) return custom[static_cast<size_t>(index)].first;
+  return index % 2 ? 2 : 1;
+}
 
 void fill_gid(int index, ibv_gid* g) {
   std::memset(g, 0, sizeof *g);
+  if (roce()) {
+    const auto custom = custom_gids();
+    if (!custom.empty()) {
+      *g = custom[static_cast<size_t>(index)].second;
+      return;
+    }
+  }
   if (!roce() || index < 2) {  // fe80::11 (IB port GID, or the RoCE link-local pair)
     g->raw[0] = 0xfe;
     g->raw[1] = 0x80;
@@ -230,7 +295,7 @@ long _ibv_query_gid_table(ibv_context*, ibv_gid_entry* entries, size_t max, uint
     fill_gid(i, &e.gid);
     e.gid_index = static_cast<uint32_t>(i);
     e.port_num = 1;
-    e.gid_type = !roce() ? IBV_GID_TYPE_IB : (i % 2 ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1);
+    e.gid_type = !roce() ? IBV_GID_TYPE_IB : (gid_version(i) == 2 ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1);
   }
   return gid_count();
 }
@@ -325,6 +390,16 @@ int fake_ibv_unconsumed_overwrites() {
   return overwrites;
 }
 
+// For tests: the number of RDMA READs posted, and the last one's fields in `out` (9 values, in
+// ReadRecord's order after count).
+long long fake_ibv_reads(long long* out) {
+  std::lock_guard<std::mutex> l(mu);
+  const long long v[9] = {reads.opcode, reads.length, reads.self, reads.target_dmabuf, reads.target_offset,
+                          reads.local_region_length, reads.lkey_ok, reads.rkey_ok, reads.qp_num};
+  std::memcpy(out, v, sizeof v);
+  return reads.count;
+}
+
 #ifdef FAKE_IBV_WITH_DMABUF
 // IBVERBS_1.12. The "dma-buf" is ignored: the stand-in's GPU memory is host memory at iova.
 ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int fd, int access) {
@@ -341,7 +416,12 @@ ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova
     errno = fd < 0 ? EBADF : EINVAL;
     return nullptr;
   }
-  return ibv_reg_mr(pd, reinterpret_cast<void*>(iova), len, access & ~IBV_ACCESS_RELAXED_ORDERING);
+  ibv_mr* mr = ibv_reg_mr(pd, reinterpret_cast<void*>(iova), len, access & ~IBV_ACCESS_RELAXED_ORDERING);
+  if (mr) {
+    std::lock_guard<std::mutex> l(mu);
+    reinterpret_cast<FakeMr*>(mr)->dmabuf = true;
+  }
+  return mr;
 }
 #endif
 
@@ -404,13 +484,17 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
     ok = check_mask(mask, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, 0) && a->port_num == 1 &&
          a->pkey_index < 2;
     last_attrs[0] = a->pkey_index;
+    if (ok) q->access = a->qp_access_flags;
   } else if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) {
     ok = check_mask(mask, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
                     IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX) &&
          address_ok(a->ah_attr) && a->ah_attr.port_num == 1 &&
          a->path_mtu >= IBV_MTU_256 && a->path_mtu <= q->port_mtu && qps.count(a->dest_qp_num) && a->rq_psn <= 0xFFFFFF;
-    if (ok) q->dest_qpn = a->dest_qp_num;
+    if (ok) {
+      q->dest_qpn = a->dest_qp_num;
+      q->max_dest_rd_atomic = a->max_dest_rd_atomic;
+    }
     const ibv_ah_attr& ah = a->ah_attr;
     const int rtr[5] = {ah.is_global, ah.grh.sgid_index, ah.grh.traffic_class, ah.sl, ah.grh.hop_limit};
     std::memcpy(last_attrs + 1, rtr, sizeof rtr);
@@ -420,6 +504,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
                     IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER |
                         IBV_QP_PATH_MIG_STATE) &&
          a->retry_cnt <= 7 && a->rnr_retry <= 7 && a->timeout <= 31 && a->sq_psn <= 0xFFFFFF;
+    if (ok) q->max_rd_atomic = a->max_rd_atomic;
   }
   if (!ok) return EINVAL;
   q->qp.state = static_cast<ibv_qp_state>(to);
@@ -493,13 +578,44 @@ int fake_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   }
   const bool corrupt = std::getenv("FAKE_IBV_CORRUPT") != nullptr;
   for (; wr; wr = wr->next) {
-    if (wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) {
+    if (wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM && wr->opcode != IBV_WR_RDMA_READ) {
       *bad = wr;
       return EINVAL;
     }
     ibv_wc_status status = IBV_WC_SUCCESS;
     uint64_t len = wr->num_sge ? wr->sg_list[0].length : 0;
     auto it = qps.find(q->dest_qpn);
+    if (wr->opcode == IBV_WR_RDMA_READ) {
+      FakeMr* local = wr->num_sge ? find_mr(wr->sg_list[0].addr, len, wr->sg_list[0].lkey, false) : nullptr;
+      FakeMr* target = find_mr(wr->wr.rdma.remote_addr, len, wr->wr.rdma.rkey, true);
+      ++reads.count;
+      reads.opcode = wr->opcode;
+      reads.length = static_cast<long long>(len);
+      reads.self = q->dest_qpn == q->qp.qp_num;
+      reads.target_dmabuf = target ? target->dmabuf : -1;
+      reads.target_offset = target ? static_cast<long long>(wr->wr.rdma.remote_addr -
+                                                           reinterpret_cast<uint64_t>(target->mr.addr)) : -1;
+      reads.local_region_length = local ? static_cast<long long>(local->mr.length) : -1;
+      reads.lkey_ok = local != nullptr;
+      reads.rkey_ok = target != nullptr;
+      reads.qp_num = q->qp.qp_num;
+      if (it == qps.end() || it->second->qp.state < IBV_QPS_RTR) status = IBV_WC_RETRY_EXC_ERR;
+      else if (!local || !(local->access & IBV_ACCESS_LOCAL_WRITE) || !len) status = IBV_WC_LOC_PROT_ERR;
+      else if (q->max_rd_atomic < 1 || it->second->max_dest_rd_atomic < 1) status = IBV_WC_REM_INV_REQ_ERR;
+      else if (!target || !(target->access & IBV_ACCESS_REMOTE_READ) || !(it->second->access & IBV_ACCESS_REMOTE_READ) ||
+               (std::getenv("FAKE_IBV_FAIL_READ") && reads.count >= std::atoll(std::getenv("FAKE_IBV_FAIL_READ"))))
+        status = IBV_WC_REM_ACCESS_ERR;
+      else
+        std::memmove(reinterpret_cast<void*>(wr->sg_list[0].addr), reinterpret_cast<void*>(wr->wr.rdma.remote_addr), len);
+      ibv_wc w;
+      std::memset(&w, 0, sizeof w);
+      w.wr_id = wr->wr_id;
+      w.status = status;
+      w.opcode = IBV_WC_RDMA_READ;
+      w.qp_num = q->qp.qp_num;
+      reinterpret_cast<FakeCq*>(q->qp.send_cq)->wcs.push_back(w);  // READs here are always signaled
+      continue;
+    }
     if (it == qps.end() || it->second->qp.state < IBV_QPS_RTR) {
       status = IBV_WC_RETRY_EXC_ERR;
     } else if (!len && wr->opcode == IBV_WR_RDMA_WRITE && wr->wr.rdma.rkey == 0) {

@@ -35,4 +35,19 @@ std::string hca_pci_path(const std::string& device);
 // The resolved sysfs path of CUDA device `ordinal`'s PCI function, or "" without a usable GPU.
 std::string gpu_pci_path(int ordinal);
 
+// nvidia-smi's code for a GPU-HCA path that goes through the CPU: "PHB" (across the host bridge
+// of one PCIe root complex), "NODE" (between host bridges of one NUMA node), "SYS" (across the
+// link between NUMA nodes; also where the NUMA nodes are unknown on a machine with several, as
+// `gdrlab topo` assumes). "" when both sit below one root port (PIX or PXB, not told apart here)
+// or a path is unknown. *why gets the reason in words.
+std::string cpu_crossing_code(const std::string& gpu_path, const std::string& hca_path, std::string* why = nullptr);
+// What NCCL does for a GPU-HCA pair with that code: its NCCL_NET_GDR_LEVEL rule (src/graph/paths.cc,
+// ncclTopoCheckGdr: GPUDirect RDMA only where the path type <= the level; default PXB), with the
+// level from $NCCL_NET_GDR_LEVEL when set. NCCL has no NODE: its CPU node is the NUMA node, so a
+// NODE path is PHB to NCCL.
+std::string nccl_gdr_verdict(const std::string& code);
+// The one-line warning for a GPU path whose HCA is reached only through the CPU; "" otherwise.
+std::string gpu_distance_warning(int gpu_ordinal, const std::string& gpu_path, const std::string& hca,
+                                 const std::string& hca_path);
+
 }  // namespace gdrlab

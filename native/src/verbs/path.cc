@@ -1,6 +1,7 @@
 #include "verbs/path.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 
@@ -28,8 +29,12 @@ VerbsEndpoint::VerbsEndpoint(const VerbsPathConfig& cfg, std::unique_ptr<RcLink>
     return;
   }
   if (cfg_.path == Path::Gdr) {
-    land_mr_ = MemoryRegion::register_device(pd_, user_->device_ptr() + offset_, cfg_.size, dev, kDefaultAccess,
+    flush_ = gpu_flush_for_device(dev);
+    // The flush READ needs the region readable; only the loopback flush QP grants REMOTE_READ.
+    const int access = kDefaultAccess | (flush_ == GpuFlush::Read ? ibv::IBV_ACCESS_REMOTE_READ : 0);
+    land_mr_ = MemoryRegion::register_device(pd_, user_->device_ptr() + offset_, cfg_.size, dev, access,
                                              cfg_.gpu_registration);
+    if (flush_ == GpuFlush::Read) flusher_ = std::make_unique<FlushReader>(pd_, *link_);
     return;
   }
   // Pipelined chunks land in one pinned region, as shared messages do; they leave from slots.
@@ -82,27 +87,69 @@ std::string VerbsEndpoint::mechanism() const {
 
 void VerbsEndpoint::finish() { link_->wait_signaled(); }
 
+const char* gpu_flush_name(GpuFlush f) {
+  switch (f) {
+    case GpuFlush::None: return "none";
+    case GpuFlush::Host: return "cuFlushGPUDirectRDMAWrites";
+    case GpuFlush::Read: return "rdma-read";
+  }
+  return "?";
+}
+
+GpuFlush choose_gpu_flush(bool have_host_api, int options, int ordering, bool disabled) {
+  if (disabled) return GpuFlush::None;
+  // OWNER (100): writes are consumed consistently by the owning GPU, which is the only one that
+  // reads these buffers; ALL_DEVICES (200) includes it.
+  if (ordering >= CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER) return GpuFlush::None;
+  if (have_host_api && (options & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST)) return GpuFlush::Host;
+  return GpuFlush::Read;
+}
+
+bool gpu_flush_disabled() {
+  for (const char* var : {"GDRLAB_GDR_FLUSH_DISABLE", "NCCL_GDR_FLUSH_DISABLE"}) {
+    const char* v = std::getenv(var);
+    if (!v || !*v) continue;
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    if (*end) throw_invalid(std::string(var) + "='" + v + "' is not an integer (0 flushes, 1 does not)");
+    return x != 0;
+  }
+  return false;
+}
+
+GpuFlush gpu_flush_for_device(int ordinal) {
+  const bool disabled = gpu_flush_disabled();
+  if (disabled) return GpuFlush::None;
+  const CudaApi& api = cuda();
+  CUdevice dev = 0;
+  GDRLAB_CU(api, cuDeviceGet, &dev, ordinal);
+  // Drivers before CUDA 11.3 do not know attributes 117 and 118 (CUDA_ERROR_INVALID_VALUE): then
+  // neither the host flush nor any ordering guarantee exists, and 0 says exactly that.
+  int options = 0, ordering = 0;
+  if (api.cuDeviceGetAttribute(&options, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, dev) != CUDA_SUCCESS)
+    options = 0;
+  if (api.cuDeviceGetAttribute(&ordering, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, dev) != CUDA_SUCCESS)
+    ordering = 0;
+  return choose_gpu_flush(api.cuFlushGPUDirectRDMAWrites != nullptr, options, ordering, false);
+}
+
 void VerbsEndpoint::settle() {
   if (cfg_.path != Path::Gdr) return;
-  const CudaApi& api = cuda();
-  // Before CUDA 11.3 there is no host flush API at all (visibility then needs an RDMA READ of the
-  // buffer, as NCCL's iflush does; not done here). From 11.3 the device says whether the API
-  // works (attribute 117, bit 0: host-initiated flush) and whether inbound RDMA writes are
-  // already ordered for the owning GPU (attribute 118 >= 100, OWNER): then the flush is a no-op.
-  if (!api.cuFlushGPUDirectRDMAWrites) return;
-  if (flush_ == FlushNeed::Unknown) {
-    constexpr int kFlushOptions = 117, kWritesOrdering = 118, kOptionHost = 1, kOrderingOwner = 100;
-    int options = 0, ordering = 0;
-    CUdevice dev = 0;
-    GDRLAB_CU(api, cuDeviceGet, &dev, user_->device());
-    GDRLAB_CU(api, cuDeviceGetAttribute, &options, kFlushOptions, dev);
-    GDRLAB_CU(api, cuDeviceGetAttribute, &ordering, kWritesOrdering, dev);
-    flush_ = (options & kOptionHost) && ordering < kOrderingOwner ? FlushNeed::Yes : FlushNeed::No;
+  switch (flush_) {
+    case GpuFlush::None:
+      return;
+    case GpuFlush::Host: {
+      const CudaApi& api = cuda();
+      cuda_set(user_->context());
+      GDRLAB_CU(api, cuFlushGPUDirectRDMAWrites, CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+                CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);
+      return;
+    }
+    case GpuFlush::Read:
+      // One byte at the start of the buffer the peer wrote, as NCCL reads data[last].
+      flusher_->flush(land_mr_->addr(), land_mr_->rkey());
+      return;
   }
-  if (flush_ == FlushNeed::No) return;
-  cuda_set(user_->context());
-  GDRLAB_CU(api, cuFlushGPUDirectRDMAWrites, CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
-                                           CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);
 }
 
 uint32_t VerbsEndpoint::next_imm() {

@@ -34,6 +34,24 @@ constexpr uint32_t kImmIndexMask = 0x00FFFFFFu;
 // credit once copied, and the sender waits for that credit before writing the slot again.
 constexpr uint64_t kLandingSlots = 2;
 
+// How the gdr path makes the HCA's writes into GPU memory visible before they are read or
+// overwritten (CUDA's GPUDirect RDMA ordering model, cuda.h's CUGPUDirectRDMAWritesOrdering):
+//   None  the device orders inbound writes for its own consumers (attribute 118 >= OWNER), or
+//         the flush is turned off (GDRLAB_GDR_FLUSH_DISABLE, else NCCL_GDR_FLUSH_DISABLE, nonzero)
+//   Host  cuFlushGPUDirectRDMAWrites (CUDA 11.3+, where attribute 117 has the HOST bit)
+//   Read  otherwise (older drivers, devices without the host flush): a 1-byte RDMA READ of the
+//         buffer on a queue pair connected to itself, as NCCL's net_ib does (FlushReader)
+enum class GpuFlush { None = 0, Host = 1, Read = 2 };
+const char* gpu_flush_name(GpuFlush f);
+// have_host_api: the driver exports cuFlushGPUDirectRDMAWrites; options and ordering: attributes
+// 117 and 118 (0 where the driver does not know them).
+GpuFlush choose_gpu_flush(bool have_host_api, int options, int ordering, bool disabled);
+// GDRLAB_GDR_FLUSH_DISABLE, else NCCL_GDR_FLUSH_DISABLE: an integer, nonzero disables. Throws
+// InvalidArgument naming the variable for anything else.
+bool gpu_flush_disabled();
+// Asks the driver about CUDA device `ordinal` and applies choose_gpu_flush.
+GpuFlush gpu_flush_for_device(int ordinal);
+
 struct VerbsPathConfig : PathConfig {
   GpuRegistration gpu_registration = GpuRegistration::Auto;
   // Data messages the peer sends inside the timed loop (its verification message is the next):
@@ -64,10 +82,10 @@ class VerbsEndpoint : public TestEndpoint {
   void send_ack() override;
   void expect_ack() override;
   // gdr: makes the HCA's writes into GPU memory visible to CUDA copies before the data is read
-  // back for verification or overwritten (cuFlushGPUDirectRDMAWrites where the device reports
-  // host-initiated flush support and writes are not already ordered for it). Not done inside
-  // the timed loops, which, like perftest, time the data movement only.
+  // back for verification or overwritten, by the mechanism GpuFlush names. Not done inside the
+  // timed loops, which, like perftest, time the data movement only.
   void settle() override;
+  GpuFlush gpu_flush() const { return flush_; }
   // Waits for this side's last signaled write (send(true) is the last message of every test).
   void finish() override;
   bool confirms_last_write() const override { return true; }
@@ -87,8 +105,7 @@ class VerbsEndpoint : public TestEndpoint {
   uint32_t next_imm();          // the next immediate that is not a credit (credits are counted)
   uint64_t sent_msgs_ = 0, recv_msgs_ = 0, credits_ = 0;
   std::deque<uint32_t> held_imms_;  // read while waiting for a credit
-  enum class FlushNeed { Unknown, Yes, No };
-  FlushNeed flush_ = FlushNeed::Unknown;
+  GpuFlush flush_ = GpuFlush::None;
   void send_pipelined();
   void recv_pipelined();
   uint32_t expect_data();
@@ -108,6 +125,7 @@ class VerbsEndpoint : public TestEndpoint {
   CUcontext ctx_ = nullptr;
   CudaStream stream_;
   std::vector<CudaEvent> events_;
+  std::unique_ptr<FlushReader> flusher_;   // gdr with GpuFlush::Read: its QP goes before the regions
   std::unique_ptr<RcLink> link_;           // last member: its QP is destroyed first
   uint64_t remote_addr_ = 0;
   uint32_t remote_rkey_ = 0;

@@ -1,11 +1,13 @@
 #include "verbs/qp.h"
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -106,15 +108,127 @@ bool gid_is_ipv4_mapped(const uint8_t g[16]) {
   return g[10] == 0xff && g[11] == 0xff;
 }
 
-int select_gid_index(const std::vector<GidEntry>& table) {
+bool gid_is_ipv4(const uint8_t g[16]) {
+  if (gid_is_ipv4_mapped(g)) return true;
+  // ff0e::ffff:a.b.c.d, the IPv4-mapped multicast form NCCL also counts as AF_INET.
+  static const uint8_t mc[12] = {0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return std::memcmp(g, mc, 12) == 0;
+}
+
+bool gid_in_range(const uint8_t g[16], const GidPolicy& p) {
+  if (!p.have_range) return true;
+  const int whole = p.range_bits / 8, rest = p.range_bits % 8;
+  if (std::memcmp(g, p.range, static_cast<size_t>(whole)) != 0) return false;
+  if (!rest) return true;
+  const uint8_t mask = static_cast<uint8_t>(0xFF << (8 - rest));
+  return (g[whole] & mask) == (p.range[whole] & mask);
+}
+
+std::string gid_text(const uint8_t g[16]) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  return inet_ntop(AF_INET6, g, buf, sizeof buf) ? std::string(buf) : std::string("?");
+}
+
+namespace {
+
+// NCCL's configuredGid: an all-zero entry, or fe80:: with nothing after the prefix, is a slot the
+// kernel has not filled.
+bool gid_configured(const uint8_t g[16]) {
+  const bool rest_zero = std::all_of(g + 4, g + 16, [](uint8_t b) { return b == 0; });
+  const bool head_zero = std::all_of(g, g + 4, [](uint8_t b) { return b == 0; });
+  const bool fe80 = g[0] == 0xfe && g[1] == 0x80 && g[2] == 0 && g[3] == 0;
+  return !(rest_zero && (head_zero || fe80));
+}
+
+}  // namespace
+
+GidPolicy parse_gid_policy(const std::string& family, const std::string& range, const std::string& version,
+                           const std::string names[3]) {
+  GidPolicy p;
+  auto note = [&](const std::string& name, const std::string& v) {
+    p.text += (p.text.empty() ? "" : ", ") + name + "=" + v;
+  };
+  if (!family.empty()) {
+    if (family == "AF_INET") p.family = AF_INET;
+    else if (family == "AF_INET6") p.family = AF_INET6;
+    else throw_invalid(names[0] + "='" + family + "': valid values are AF_INET and AF_INET6");
+    note(names[0], family);
+  }
+  if (!version.empty()) {
+    if (version == "1" || version == "2") p.roce_version = version[0] - '0';
+    else throw_invalid(names[2] + "='" + version + "': the RoCE version is 1 or 2");
+    note(names[2], version);
+  }
+  if (!range.empty()) {
+    const size_t slash = range.find('/');
+    const std::string addr = range.substr(0, slash == std::string::npos ? range.size() : slash);
+    const std::string bits = slash == std::string::npos ? "" : range.substr(slash + 1);
+    const std::string bad = names[1] + "='" + range + "': ";
+    char* end = nullptr;
+    const long n = bits.empty() ? -1 : std::strtol(bits.c_str(), &end, 10);
+    if (bits.empty() || *end || n < 0)
+      throw_invalid(bad + "expected address/prefix-length, e.g. 10.1.0.0/16 or fd00:1::/64");
+    uint8_t raw[16] = {};
+    int fam = 0;
+    if (inet_pton(AF_INET, addr.c_str(), raw) == 1) fam = AF_INET;
+    else if (inet_pton(AF_INET6, addr.c_str(), raw) == 1) fam = AF_INET6;
+    else throw_invalid(bad + "'" + addr + "' is neither an IPv4 nor an IPv6 address");
+    if (n > (fam == AF_INET ? 32 : 128))
+      throw_invalid(bad + "prefix length " + std::to_string(n) + " is too long for " +
+                    (fam == AF_INET ? "IPv4 (at most 32)" : "IPv6 (at most 128)"));
+    if (p.family && p.family != fam)
+      throw_invalid(bad + "an " + (fam == AF_INET ? "IPv4" : "IPv6") + " range, but " + names[0] + " asks for " +
+                    (p.family == AF_INET ? "AF_INET" : "AF_INET6"));
+    if (fam == AF_INET) {  // ::ffff:a.b.c.d, as an IPv4 address sits in a RoCE GID
+      p.range[10] = p.range[11] = 0xff;
+      std::memcpy(p.range + 12, raw, 4);
+      p.range_bits = 96 + static_cast<int>(n);
+    } else {
+      std::memcpy(p.range, raw, 16);
+      p.range_bits = static_cast<int>(n);
+    }
+    p.have_range = true;
+    note(names[1], range);
+  }
+  return p;
+}
+
+GidPolicy gid_policy_from_env() {
+  static const char* vars[3][2] = {{"GDRLAB_IB_ADDR_FAMILY", "NCCL_IB_ADDR_FAMILY"},
+                                   {"GDRLAB_IB_ADDR_RANGE", "NCCL_IB_ADDR_RANGE"},
+                                   {"GDRLAB_IB_ROCE_VERSION_NUM", "NCCL_IB_ROCE_VERSION_NUM"}};
+  std::string values[3], names[3];
+  for (int i = 0; i < 3; ++i) {
+    names[i] = vars[i][0];
+    for (const char* var : vars[i]) {
+      const char* v = std::getenv(var);
+      if (v && *v) {
+        values[i] = v;
+        names[i] = var;
+        break;
+      }
+    }
+  }
+  return parse_gid_policy(values[0], values[1], values[2], names);
+}
+
+int select_gid_index(const std::vector<GidEntry>& table, const GidPolicy& policy) {
+  const int want_version = policy.roce_version ? policy.roce_version : 2;  // NCCL's default is v2
   int best = -1;
   long best_score = -1;
   for (const GidEntry& e : table) {
-    bool empty = std::all_of(e.gid, e.gid + 16, [](uint8_t b) { return b == 0; });
-    if (empty) continue;
-    bool link_local = e.gid[0] == 0xfe && (e.gid[1] & 0xc0) == 0x80;
-    // RoCE v2 is routable (UDP/IP); an IPv4-mapped GID is what ARP-resolved Ethernet peers use.
-    long score = e.roce_version * 4 + (gid_is_ipv4_mapped(e.gid) ? 2 : 0) + (link_local ? 0 : 1);
+    if (!gid_configured(e.gid)) continue;
+    const bool v4 = gid_is_ipv4(e.gid);
+    // A knob that is set is a requirement (an entry of unknown type passes the version test).
+    if (policy.family && policy.family != (v4 ? AF_INET : AF_INET6)) continue;
+    if (!gid_in_range(e.gid, policy)) continue;
+    if (policy.roce_version && e.roce_version && e.roce_version != policy.roce_version) continue;
+    const bool link_local = e.gid[0] == 0xfe && (e.gid[1] & 0xc0) == 0x80;
+    // The wanted RoCE version first (v2 is routable UDP/IP, and v1 and v2 do not interoperate),
+    // then an IPv4 address (what ARP-resolved Ethernet peers use; NCCL's default family), then a
+    // global address over a link-local one.
+    const int version_rank = e.roce_version == want_version ? 2 : e.roce_version ? 1 : 0;
+    long score = version_rank * 4 + (v4 ? 2 : 0) + (link_local ? 0 : 1);
     const bool tie_wins = e.roce_version ? e.index < best : e.index > best;
     if (score > best_score || (score == best_score && tie_wins)) {
       best_score = score;
@@ -164,7 +278,8 @@ QpAttrs qp_rtr_attrs(int port, int local_link_layer, int local_mtu, int sgid_ind
       throw_unavailable("RoCE versions differ: this side's GID (index " + std::to_string(sgid_index) + ") is RoCE v" +
                         std::to_string(opt.local_roce_version) + ", the peer's (index " +
                         std::to_string(remote.gid_index) + ") RoCE v" + std::to_string(remote.roce_version) +
-                        "; set GDRLAB_IB_GID_INDEX on both sides to RoCE v2 entries (show_gids)");
+                        "; set NCCL_IB_ROCE_VERSION_NUM=2 (or GDRLAB_IB_GID_INDEX to a RoCE v2 entry, see "
+                        "show_gids) on both sides");
     q.attr.ah_attr.is_global = 1;
     std::memcpy(q.attr.ah_attr.grh.dgid.raw, remote.gid, 16);
     q.attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(sgid_index);
@@ -286,7 +401,21 @@ RcLink::RcLink(std::shared_ptr<ProtectionDomain> pd, const LinkConfig& cfg) : pd
   pkey_index_ = resolve_pkey_index(ctx, port_, cfg_, static_cast<int>(pa.pkey_tbl_len));
   if (link_layer_ == ibv::IBV_LINK_LAYER_ETHERNET) {
     const std::vector<GidEntry> table = gid_table(ctx, port_, pa.gid_tbl_len);
-    gid_index_ = cfg_.gid_index >= 0 ? cfg_.gid_index : select_gid_index(table);
+    if (cfg_.gid_index >= 0) {
+      gid_index_ = cfg_.gid_index;
+    } else {
+      const GidPolicy policy = cfg_.gid_policy_set ? cfg_.gid_policy : gid_policy_from_env();
+      gid_index_ = select_gid_index(table, policy);
+      if (gid_index_ < 0 && !policy.text.empty()) {
+        std::string listed;
+        for (const GidEntry& e : table)
+          if (std::any_of(e.gid, e.gid + 16, [](uint8_t b) { return b != 0; }))
+            listed += (listed.empty() ? "" : ", ") + std::to_string(e.index) + " " + gid_text(e.gid) +
+                      (e.roce_version ? " v" + std::to_string(e.roce_version) : " (type unknown)");
+        throw_unavailable(ctx.name() + " port " + std::to_string(port_) + " has no GID with " + policy.text +
+                          " (its GIDs: " + (listed.empty() ? "none" : listed) + ")");
+      }
+    }
     if (gid_index_ < 0)
       throw_unavailable(ctx.name() + " port " + std::to_string(port_) +
                         " has no usable GID (no IP address on its netdev?); set GDRLAB_IB_GID_INDEX");
@@ -336,8 +465,9 @@ ConnInfo RcLink::local_info() const {
   return c;
 }
 
-void RcLink::connect(const ConnInfo& remote) {
-  const VerbsApi& api = verbs();
+ConnInfo RcLink::self_address() const { return local_info(); }
+
+AddressOptions RcLink::address_options() const {
   AddressOptions opt;
   opt.service_level = cfg_.service_level;
   opt.traffic_class = cfg_.traffic_class;
@@ -345,7 +475,12 @@ void RcLink::connect(const ConnInfo& remote) {
   opt.have_local_gid = link_layer_ == ibv::IBV_LINK_LAYER_INFINIBAND;
   opt.local_roce_version = roce_version_;
   std::memcpy(opt.local_gid, gid_.raw, 16);
-  QpAttrs rtr = qp_rtr_attrs(port_, link_layer_, mtu_, gid_index_, remote, opt);
+  return opt;
+}
+
+void RcLink::connect(const ConnInfo& remote) {
+  const VerbsApi& api = verbs();
+  QpAttrs rtr = qp_rtr_attrs(port_, link_layer_, mtu_, gid_index_, remote, address_options());
   int rc = api.modify_qp(qp_->get(), &rtr.attr, rtr.mask);
   if (rc) throw_verbs("ibv_modify_qp", rc, "INIT->RTR");
   QpAttrs rts = qp_rts_attrs(psn_);
@@ -499,6 +634,83 @@ void RcLink::wait_for(Done done, const char* waiting_for) {
                     std::string("no completion within ") + std::to_string(cfg_.timeout_ms) + " ms while waiting for " +
                         waiting_for);
     }
+  }
+}
+
+// ------------------------------------------------------------------------------ FlushReader
+FlushReader::FlushReader(std::shared_ptr<ProtectionDomain> pd, const RcLink& link)
+    : pd_(std::move(pd)), timeout_ms_(link.config().timeout_ms) {
+  const VerbsApi& api = verbs();
+  sink_ = std::make_unique<uint64_t>(0);
+  sink_mr_ = MemoryRegion::register_host(pd_, sink_.get(), sizeof(uint64_t), ibv::IBV_ACCESS_LOCAL_WRITE);
+  cq_ = std::make_unique<CompletionQueue>(pd_->context(), 4);
+  ibv::ibv_qp_init_attr ia;
+  std::memset(&ia, 0, sizeof ia);
+  ia.send_cq = cq_->get();
+  ia.recv_cq = cq_->get();
+  ia.qp_type = ibv::IBV_QPT_RC;
+  ia.cap.max_send_wr = 2;
+  ia.cap.max_recv_wr = 0;  // it only reads; nothing is ever sent to it (as NCCL's flush QP)
+  ia.cap.max_send_sge = 1;
+  ia.cap.max_recv_sge = 1;
+  qp_ = std::make_unique<QueuePair>(pd_, &ia);
+  // The target side of the READ is this same QP: it must grant REMOTE_READ (the data QP does not).
+  QpAttrs init = qp_init_attrs(link.port(), ibv::IBV_ACCESS_LOCAL_WRITE | ibv::IBV_ACCESS_REMOTE_READ,
+                               link.pkey_index());
+  int rc = api.modify_qp(qp_->get(), &init.attr, init.mask);
+  if (rc) throw_verbs("ibv_modify_qp", rc, "RESET->INIT of the flush queue pair");
+  // Connected to itself: our own LID (InfiniBand) or GID (RoCE), our own QP number.
+  ConnInfo self = link.self_address();
+  self.qpn = qp_num();
+  self.psn = 0;
+  QpAttrs rtr = qp_rtr_attrs(link.port(), link.link_layer(), link.active_mtu(), link.gid_index(), self,
+                             link.address_options());
+  rc = api.modify_qp(qp_->get(), &rtr.attr, rtr.mask);
+  if (rc) throw_verbs("ibv_modify_qp", rc, "INIT->RTR of the flush queue pair (connected to itself)");
+  QpAttrs rts = qp_rts_attrs(0);
+  rc = api.modify_qp(qp_->get(), &rts.attr, rts.mask);
+  if (rc) throw_verbs("ibv_modify_qp", rc, "RTR->RTS of the flush queue pair");
+}
+
+void FlushReader::flush(uint64_t addr, uint32_t rkey) {
+  ibv::ibv_sge sge;
+  sge.addr = reinterpret_cast<uint64_t>(sink_.get());
+  sge.length = 1;
+  sge.lkey = sink_mr_->lkey();
+  ibv::ibv_send_wr wr;
+  std::memset(&wr, 0, sizeof wr);
+  wr.wr_id = ++posted_;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = ibv::IBV_WR_RDMA_READ;
+  wr.send_flags = ibv::IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = addr;
+  wr.wr.rdma.rkey = rkey;
+  ibv::ibv_send_wr* bad = nullptr;
+  int rc = ibv::post_send(qp_->get(), &wr, &bad);
+  if (rc) throw_verbs("ibv_post_send", rc, "the RDMA READ that flushes GPUDirect RDMA writes");
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
+  unsigned empty = 0;
+  while (completed_ < posted_) {
+    ibv::ibv_wc wc;
+    int n = ibv::poll_cq(cq_->get(), 1, &wc);
+    if (n < 0) throw_verbs("ibv_poll_cq", EIO, "flush queue pair");
+    if (n == 0) {
+      if ((++empty & 4095u) == 0 && Clock::now() > deadline)
+        throw Error(ErrorKind::PeerTimeout, "libibverbs", "ibv_poll_cq", 0,
+                    "the RDMA READ that flushes GPUDirect RDMA writes did not complete within " +
+                        std::to_string(timeout_ms_) + " ms");
+      continue;
+    }
+    if (wc.status != ibv::IBV_WC_SUCCESS)
+      throw Error(ErrorKind::Verbs, "libibverbs", "ibv_poll_cq", wc.status,
+                  std::string("the 1-byte RDMA READ that makes the peer's writes visible in GPU memory failed: ") +
+                      verbs().wc_status_str(wc.status) + " (vendor error " + std::to_string(wc.vendor_err) +
+                      "); the received data cannot be trusted. The HCA must be able to read the GPU buffer it "
+                      "writes (REMOTE_READ on its region and on the flush queue pair); NCCL_GDR_FLUSH_DISABLE=1 "
+                      "skips this flush as it does in NCCL");
+    if (wc.wr_id > completed_) completed_ = wc.wr_id;
   }
 }
 

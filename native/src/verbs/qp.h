@@ -6,7 +6,8 @@
 //   path MTU      min(local port active_mtu, remote port active_mtu)
 //   addressing    InfiniBand: destination LID (plus a GRH where the port requires one or the
 //                 subnets differ); RoCE: GRH with the peer's GID and our GID index
-//   GID index     RoCE v2 before v1, IPv4-mapped (::ffff:a.b.c.d) before other GIDs, link-local last
+//   GID index     RoCE v2 before v1, IPv4-mapped (::ffff:a.b.c.d) before other GIDs, link-local last;
+//                 NCCL's ADDR_FAMILY / ADDR_RANGE / ROCE_VERSION_NUM knobs narrow it (GidPolicy)
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -53,10 +54,39 @@ struct GidEntry {
   uint8_t gid[16] = {};
   int roce_version = 0;  // 2, 1 or 0 (unknown)
 };
-// The index to use on a RoCE port, or -1 when every entry is empty. Ties go to the lower index
-// when the type is known, to the higher when it is not (mlx5 lists each address as v1, then v2).
-int select_gid_index(const std::vector<GidEntry>& table);
+
+// Which RoCE GIDs may be chosen, with NCCL's knobs (net_ib's ncclIbGetGidIndex):
+//   NCCL_IB_ROCE_VERSION_NUM  1 or 2 (NCCL's default 2)
+//   NCCL_IB_ADDR_FAMILY       AF_INET (IPv4-mapped GIDs, NCCL's default) or AF_INET6
+//   NCCL_IB_ADDR_RANGE        a CIDR block (10.1.0.0/16, fd00::/64) the GID's address must lie in
+// each read as GDRLAB_IB_<same> first. Set, a knob is a requirement: no GID meeting it is an error
+// naming the table (where NCCL silently keeps index 0). Unset, the order is NCCL's default
+// preference: RoCE v2 before v1, IPv4-mapped before IPv6, link-local last.
+struct GidPolicy {
+  int family = 0;          // 0 not set, or AF_INET / AF_INET6
+  bool have_range = false;
+  uint8_t range[16] = {};  // in GID form: an IPv4 block as ::ffff:a.b.c.d
+  int range_bits = 0;      // prefix length in GID bits (an IPv4 /16 is 96 + 16)
+  int roce_version = 0;    // 0 not set, 1 or 2
+  std::string text;        // the settings, as written, for messages ("" when none)
+};
+// Parses the three values (empty: not set); `names` are the variables they came from, for messages.
+// Throws InvalidArgument on a family other than AF_INET/AF_INET6, a version other than 1/2, or a
+// range that is not address/bits (or whose family contradicts the family set).
+GidPolicy parse_gid_policy(const std::string& family, const std::string& range, const std::string& version,
+                           const std::string names[3]);
+// From GDRLAB_IB_ADDR_FAMILY / _ADDR_RANGE / _ROCE_VERSION_NUM, else the NCCL_IB_ names.
+GidPolicy gid_policy_from_env();
+// True when the GID is an IPv4 address (IPv4-mapped ::ffff:a.b.c.d, or its multicast form), as
+// NCCL's getGidAddrFamily.
+bool gid_is_ipv4(const uint8_t gid[16]);
+bool gid_in_range(const uint8_t gid[16], const GidPolicy& p);
+// The index to use on a RoCE port, or -1 when no entry qualifies (empty, unconfigured, or ruled
+// out by the policy). Ties go to the lower index when the type is known, to the higher when it
+// is not (mlx5 lists each address as v1, then v2).
+int select_gid_index(const std::vector<GidEntry>& table, const GidPolicy& policy = GidPolicy());
 bool gid_is_ipv4_mapped(const uint8_t gid[16]);
+std::string gid_text(const uint8_t gid[16]);  // inet_ntop's IPv6 form
 
 struct QpAttrs {
   ibv::ibv_qp_attr attr;
@@ -90,6 +120,8 @@ struct LinkConfig {
   int traffic_class = 0;   // AddressOptions::traffic_class
   int pkey_index = 0;      // index into the port's P_Key table
   int pkey = -1;           // a P_Key value (resolved to its index with ibv_get_pkey_index); -1: use pkey_index
+  bool gid_policy_set = false;  // false: gid_policy_from_env() when the index is chosen
+  GidPolicy gid_policy;
 };
 
 // One RC queue pair on one completion queue, carrying RDMA WRITE WITH IMMEDIATE.
@@ -121,6 +153,11 @@ class RcLink {
   void wait_signaled();
   // The next immediate value the peer sent (host byte order); the receive is reposted.
   uint32_t wait_imm();
+
+  // What a queue pair on the same port needs to be addressed like this one (a loopback QP).
+  ConnInfo self_address() const;
+  AddressOptions address_options() const;
+  const LinkConfig& config() const { return cfg_; }
 
   int port() const { return port_; }
   int gid_index() const { return gid_index_; }
@@ -158,6 +195,35 @@ class RcLink {
   std::vector<uint32_t> imm_ring_;  // immediates received, not yet consumed
   size_t imm_head_ = 0, imm_count_ = 0;
   int recv_deficit_ = 0;  // receives not reposted while too many immediates wait to be consumed
+};
+
+// NCCL's GPUDirect RDMA flush by the HCA itself (net_ib's gpuFlush QP and ncclIbIflush): an RC
+// queue pair connected to itself reads one byte of the GPU buffer the peer's writes landed in,
+// into a host word. PCIe ordering lets a read response pass no posted write ahead of it, so the
+// READ completes only once every earlier inbound write to that buffer is visible to the GPU. Its
+// QP alone grants REMOTE_READ: the peer's QP does not, so the rkey the peer holds stays write-only
+// there even though the region is registered readable.
+class FlushReader {
+ public:
+  // Same port, GID index, P_Key, SL and traffic class as `link`; its own CQ.
+  FlushReader(std::shared_ptr<ProtectionDomain> pd, const RcLink& link);
+  FlushReader(const FlushReader&) = delete;
+  FlushReader& operator=(const FlushReader&) = delete;
+  // One signaled 1-byte RDMA READ of addr (in the region of rkey), waited for. Throws Verbs on a
+  // failed completion, PeerTimeout after the link's timeout.
+  void flush(uint64_t addr, uint32_t rkey);
+  uint32_t qp_num() const { return qp_->get()->qp_num; }
+  uint64_t reads() const { return completed_; }
+
+ private:
+  std::shared_ptr<ProtectionDomain> pd_;
+  int timeout_ms_ = 10000;
+  // Reverse order on destruction: the QP first, then its CQ, then the host word's region.
+  std::unique_ptr<uint64_t> sink_;
+  std::unique_ptr<MemoryRegion> sink_mr_;
+  std::unique_ptr<CompletionQueue> cq_;
+  std::unique_ptr<QueuePair> qp_;
+  uint64_t posted_ = 0, completed_ = 0;
 };
 
 }  // namespace gdrlab

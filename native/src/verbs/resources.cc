@@ -7,9 +7,11 @@
 #include <climits>
 #include <chrono>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <set>
 
 #include "core/cuda_api.h"
 #include "core/error.h"
@@ -251,12 +253,27 @@ void fork_protect_once() {
 Context::Context(const std::string& name, int gpu) {
   const VerbsApi& api = verbs();
   const HcaFilter filter = name.empty() ? hca_filter_from_env() : HcaFilter();
-  ctx_ = open_named(api, name, filter, name.empty() ? gpu_pci_path(gpu) : "", &name_, &preferred_port_, &gpu_hops_);
+  const std::string gpu_path = gpu_pci_path(gpu);
+  ctx_ = open_named(api, name, filter, name.empty() ? gpu_path : "", &name_, &preferred_port_, &gpu_hops_);
   try {
     info_ = describe(api, ctx_, name_);
   } catch (...) {
     api.close_device(ctx_);
     throw;
+  }
+  // Chosen as the nearest or named: either way, say so when the GPU reaches it only through the
+  // CPU. Once per process and pair (a server opens the device for every test).
+  const std::string hca_path = hca_pci_path(name_);
+  gpu_distance_ = cpu_crossing_code(gpu_path, hca_path);
+  if (!gpu_distance_.empty()) {
+    static std::mutex mu;
+    static std::set<std::string> warned;
+    std::lock_guard<std::mutex> lock(mu);
+    if (warned.insert(gpu_path + "|" + hca_path).second) {
+      const std::string line = gpu_distance_warning(gpu, gpu_path, name_, hca_path);
+      std::fprintf(stderr, "%s\n", line.c_str());
+      std::fflush(stderr);
+    }
   }
 }
 

@@ -82,7 +82,8 @@ class Context {
  public:
   // name "" picks, among the devices GDRLAB_IB_HCA (or NCCL_IB_HCA) allows, one with an ACTIVE
   // port, nearest CUDA device `gpu` in the PCIe tree (gpu < 0, no GPU, or an unreadable sysfs: the
-  // first listed). Throws Unavailable when no device exists (with verbs_status's reason) or the
+  // first listed). With gpu >= 0, an HCA the GPU reaches only through the CPU prints a warning
+  // (gpu_distance_warning) on stderr. Throws Unavailable when no device exists (with verbs_status's reason) or the
   // named device is not there.
   explicit Context(const std::string& name = "", int gpu = -1);
   ~Context();
@@ -100,12 +101,16 @@ class Context {
   int active_port() const;
   // PCIe hops between this HCA and the GPU it was chosen for; -1 when not chosen by distance.
   int gpu_hops() const { return gpu_hops_; }
+  // cpu_crossing_code between this HCA and the GPU it was opened for ("PHB", "NODE", "SYS"), or
+  // "" (below one root port, no GPU, or unknown). A non-empty code prints one warning per process.
+  const std::string& gpu_distance() const { return gpu_distance_; }
 
  private:
   ibv::ibv_context* ctx_ = nullptr;
   std::string name_;
   int preferred_port_ = 0;
   int gpu_hops_ = -1;
+  std::string gpu_distance_;
   DeviceInfo info_;
 };
 
