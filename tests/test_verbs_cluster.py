@@ -107,6 +107,8 @@ CLUSTER_GIDS = ",".join(["1 fe80::11", "2 fe80::11", "1 ::ffff:10.0.0.1", "2 ::f
     ({"NCCL_IB_ROCE_VERSION_NUM": "1"}, 2),
     ({"GDRLAB_IB_ROCE_VERSION_NUM": "2", "NCCL_IB_ROCE_VERSION_NUM": "1"}, 3),
     ({"NCCL_IB_GID_INDEX": "4"}, 4),                                  # explicit: taken as given
+    ({"NCCL_IB_GID_INDEX": "-1"}, 3),                                 # NCCL's default: choose, as if unset
+    ({"NCCL_IB_GID_INDEX": "-1", "NCCL_IB_ADDR_RANGE": "192.168.0.0/16"}, 5),
 ])
 def test_roce_gid_knobs_choose_the_entry(fake_verbs_lib, empty_sysfs, env, index):
     out = _run(fake_verbs_lib, RUN_HOST, FAKE_IBV_LINK="roce", FAKE_IBV_GIDS=CLUSTER_GIDS, GDRLAB_SYSFS_ROOT=empty_sysfs,

@@ -67,7 +67,8 @@ VerbsSelection verbs_selection_from_env() {
       s.port = static_cast<int>(port);
     }
   }
-  s.gid_index = env_int2("GDRLAB_IB_GID_INDEX", "NCCL_IB_GID_INDEX", 0, 255, -1);
+  // -1 (NCCL's own default) means "choose": the RoCE version and address knobs decide.
+  s.gid_index = env_int2("GDRLAB_IB_GID_INDEX", "NCCL_IB_GID_INDEX", -1, 255, -1);
   s.traffic_class = env_int2("GDRLAB_IB_TC", "NCCL_IB_TC", 0, 255, 0);
   s.service_level = env_int2("GDRLAB_IB_SL", "NCCL_IB_SL", 0, 15, 0);
   // NCCL_IB_PKEY is an index into the port's P_Key table; GDRLAB_IB_PKEY is a P_Key value (0x8001).
