@@ -131,8 +131,8 @@ else:
 # %% [markdown] id="05-dgx-a100-matrix"
 # ### A real machine with NICs: a DGX A100's `nvidia-smi topo -m`
 #
-# No hwloc export of a DGX with its NICs ships with hwloc, and NVIDIA's user guides do not print a
-# DGX's matrix. What does exist is what users paste when they ask NCCL's developers for help: this
+# The DGX-2H export above has no NICs, and the NVIDIA user guides we searched print no DGX matrix
+# with its NICs. What does exist is what users paste when they ask NCCL's developers for help: this
 # is the matrix a user posted for "the DGX A100 40GB node that I have access to" in NVIDIA/nccl issue
 # #1505 (2024-11-06). It is a **matrix, not a tree**: the codes nvidia-smi computed, without the
 # bridges behind them, so it is read with `gdrlab.topology.parse_topo_matrix` rather than the
