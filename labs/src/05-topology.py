@@ -352,7 +352,7 @@ for line in lines:
 # nccl-tests' definitions, so with n = 2 the two are equal. GB/s are 10^9 bytes per second.
 # Two recordings ship: the dataset `h200x2-nccl-allreduce` (`gdrlab nccl --compare --json`,
 # 2026-11-30 04:45 UTC) and the `allreduce` lines at the end of the three `NCCL_DEBUG=INFO` logs
-# (an earlier run the same day, about 02:36).
+# (an earlier run the same day; the logs' own timestamps read 02:36).
 
 # %% id="05-nccl-allreduce"
 figures = lab05.allreduce_figures()
