@@ -188,6 +188,50 @@ ATTACKS = {
         '    return ("gdr" if gdr_ok else "gdrcopy") if size < 8192 else "pipelined"')),
     "04-ex0-prediction-off-by-10x": (
         "04", [], "ex0-predict", "ex0-predict-tests", "predicted_staged_over_pipelined_64mib = 26.0"),
+    # lab 00 exercise 2: the BAR1 that maps all of a GPU's memory, tried on other GPUs
+    "00-ex2-hard-coded-h200-bar1": (
+        "00", ["00-h200-report"], "ex2-bar1", "test-ex2-bar1",
+        "bar1_to_map_all = lambda m: 256 * 2**30\nh200_bar1_headroom = 256 * 2**30 / 141e9"),
+    "00-ex2-the-report-for-every-gpu": (
+        "00", ["00-h200-report"], "ex2-bar1", "test-ex2-bar1",
+        'bar1_to_map_all = lambda m: h200["gpus"][0]["bar1_total_bytes"]\nh200_bar1_headroom = 2.0'),
+    "00-ex2-nearest-power-not-next": (
+        "00", ["00-h200-report"], "ex2-bar1", "test-ex2-bar1",
+        ("import math\nbar1_to_map_all = lambda m: 2 ** round(math.log2(m))\n"
+         'h200_bar1_headroom = h200["gpus"][0]["bar1_total_bytes"] / 141e9')),
+    # lab 02 exercise 2: the staging copy's rate under the serial model, tried on made-up rates
+    "02-ex2-the-old-ratio": (
+        "02", [], "ex2-pageable", "test-ex2-pageable",
+        ('pinned = grading.dataset("h200-copy-h2d-pinned")\npageable = grading.dataset("h200-copy-h2d-pageable")\n'
+         "staging_rate_gbps = lambda a, b: a / b\nh200_staging_gbps = 55.37 / 20.63")),
+    "02-ex2-overlapped-model-instead": (
+        "02", [], "ex2-pageable", "test-ex2-pageable",
+        "staging_rate_gbps = lambda a, b: None if b >= a else b\nh200_staging_gbps = 20.63"),
+    "02-ex2-hard-coded-h200-figure": (
+        "02", [], "ex2-pageable", "test-ex2-pageable",
+        "staging_rate_gbps = lambda a, b: None if b >= a else 32.88\nh200_staging_gbps = 32.88"),
+    "02-ex2-model-call": (
+        "02", [], "ex2-pageable", "test-ex2-pageable",
+        ('staging_rate_gbps = lambda a, b: None if b >= a else '
+         'float(lab02.copy_model("h2d", "pageable", [256 << 20])["bw_gbps"].iloc[0])\n'
+         'h200_staging_gbps = staging_rate_gbps(2.0, 1.0)')),
+    # lab 05 exercise 4: the real DGX A100 matrix
+    "05-exdgx-nic0-for-everyone": (
+        "05", ["05-dgx-a100-matrix-code", "ex2-nearest", "ex3-nccl-rule"], "ex-dgx-a100", "ex-dgx-a100-tests",
+        'dgx_nics = {g: {"NIC0"} for g in dgx.rows}\ndgx_gdr_default = True\ndgx_forced_distance = (7, 4)'),
+    "05-exdgx-current-nccl-numbering": (
+        "05", ["05-dgx-a100-matrix-code", "ex2-nearest", "ex3-nccl-rule"], "ex-dgx-a100", "ex-dgx-a100-tests",
+        ('dgx_nics = {"GPU0": {"NIC0", "NIC1"}, "GPU1": {"NIC0", "NIC1"}, "GPU2": {"NIC2", "NIC3"}, '
+         '"GPU3": {"NIC2", "NIC3"}}\ndgx_gdr_default = True\ndgx_forced_distance = (8, 5)')),
+    "05-exdgx-nvidia-smi-order-as-distance": (
+        "05", ["05-dgx-a100-matrix-code", "ex2-nearest", "ex3-nccl-rule"], "ex-dgx-a100", "ex-dgx-a100-tests",
+        ('dgx_nics = {"GPU0": {"NIC0", "NIC1"}, "GPU1": {"NIC0", "NIC1"}, "GPU2": {"NIC2", "NIC3"}, '
+         '"GPU3": {"NIC2", "NIC3"}}\ndgx_gdr_default = True\n'
+         'dgx_forced_distance = (lab05.CODE_ORDER.index("SYS"), lab05.CODE_ORDER.index("PXB"))')),
+    "05-exdgx-one-nic-each-gdr-never": (
+        "05", ["05-dgx-a100-matrix-code", "ex2-nearest", "ex3-nccl-rule"], "ex-dgx-a100", "ex-dgx-a100-tests",
+        ('dgx_nics = {g: {pick_nearest_nic({n: dgx.code(g, n) for n in dgx.nics})} for g in dgx.rows}\n'
+         'dgx_gdr_default = False\ndgx_forced_distance = (7, 4)')),
     "05-ex4-prediction-wrong-winner": (
         "05", [], "ex4-predict-ab", "ex4-predict-ab-tests",
         'predicted_winner_b = "gdr"\npredicted_ratio_a_over_b = 10.0'),

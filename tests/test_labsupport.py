@@ -550,3 +550,33 @@ def test_crossover_explorer_redraws_as_a_whole_new_figure():
     assert (now.layout.xaxis.type, now.layout.yaxis.type) == ("log", "log")
     marks = [t for t in now.data if (t.name or "").startswith("gdr/pipelined crossover")]
     assert len(marks) == 1 and "kepler-ivb-2014" in now.layout.title.text
+
+
+def test_lab05_real_dgx_a100_matrix():
+    m, label = lab05.recorded_matrix("dgx-a100")
+    assert "NVIDIA/nccl issue #1505" in label and "excerpt" in label
+    frame = lab05.matrix_frame(m)
+    assert list(frame.index) == ["GPU0", "GPU1", "GPU2", "GPU3"]
+    # read off the posted matrix: GPU2 reaches NIC2/NIC3 through PCIe switches, NIC0 across sockets
+    assert frame.loc["GPU2", "NIC2"] == "PXB" and frame.loc["GPU2", "NIC0"] == "SYS"
+    assert frame.loc["GPU0", "NUMA Affinity"] == "3" and frame.loc["GPU3", "CPU Affinity"] == "16-31,144-159"
+    with pytest.raises(KeyError, match="no recorded matrix"):
+        lab05.recorded_matrix("no-such-machine")
+
+
+def test_lab05_ib_gdr_lines_show_the_decision_and_the_gdrdma_channels():
+    shown = dict(lab05.ib_gdr_lines())
+    issue_1151 = next(lines for label, lines in shown.items() if "#1151" in label)
+    assert len(issue_1151) == 1 and "distance 7 > 4" in issue_1151[0] and "does not use GPUDirect RDMA" in issue_1151[0]
+    issue_707 = next(lines for label, lines in shown.items() if "#707" in label)
+    assert issue_707 and all("NET/IB/GDRDMA" in line for line in issue_707)
+
+
+def test_lab05_allreduce_figures_are_the_two_recordings():
+    t = lab05.allreduce_figures()
+    assert list(t["config"]) == ["default", "p2p_off", "p2p_shm_off"]
+    assert set(t["size_bytes"]) == {256 << 20}
+    # the dataset (gdrlab nccl --compare --json) and the logs' allreduce lines, read off both files
+    assert [round(v, 2) for v in t["busbw_gbps_json"]] == [296.99, 26.93, 3.13]
+    assert [round(v, 2) for v in t["busbw_gbps_log"]] == [299.14, 27.05, 3.20]
+    assert t.attrs["provenance"]["kind"] == "recorded" and "H200" in t.attrs["provenance"]["hardware"]

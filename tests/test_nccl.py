@@ -85,7 +85,8 @@ def test_p2p_and_shm_off_use_the_socket_network(parsed):
     reasons = {r["message"]: r for r in p["summary"]["reasons"]}
     assert "NET/IB : No device found" in reasons
     assert sorted(reasons["NET/IB : No device found"]["ranks"]) == [0, 1]
-    assert "eth0" in reasons["GPU Direct RDMA Disabled for HCA 0 'eth0'"]["meaning"]
+    socket = reasons["NET/Socket : GPU Direct RDMA Disabled for HCA 0 'eth0'"]["meaning"]
+    assert "eth0" in socket and "socket transport cannot do GPUDirect RDMA" in socket
     assert "mlx5dv_reg_dmabuf_mr" in reasons["dlvsym failed on mlx5dv_reg_dmabuf_mr"]["message"]
     assert "NCCL_SHM_DISABLE=1" in reasons
 
@@ -152,10 +153,62 @@ def test_parse_other_formats_and_gdr_lines():
     assert p["version"] == "2.18.3+cuda12.2"
     assert p["summary"]["pairs"] == {"0->1": {"transports": {"P2P/IPC": 1}, "channels": 1},
                                      "2->0": {"transports": {"NET/IB/GDRDMA": 1}, "channels": 1}}
+    # NCCL 2.18 numbers its path types PIX 3, PXB 4, PXN 5 (src/graph/topo.h at v2.18.3-1)
+    assert [(g["gpu"], g["hca"], g["enabled"], g["distance"], g["op"], g["limit"], g["distance_type"], g["limit_type"])
+            for g in p["gdr"]] == [("1a000", "0", True, 3, "<=", 4, "PIX", "PXB"),
+                                   ("3d000", "1", False, 5, ">", 4, "PXN", "PXB")]
     meanings = " | ".join(r["meaning"] for r in p["summary"]["reasons"])
-    assert "GPUDirect RDMA Enabled between GPU 1a000 and HCA 0: topology distance 3 <= 4" in meanings
-    assert "GPUDirect RDMA Disabled between GPU 3d000 and HCA 1: topology distance 5 > 4" in meanings
+    assert "NCCL uses GPUDirect RDMA between GPU 1a000 and HCA 0, path type 3 <= limit 4 (PIX <= PXB)" in meanings
+    assert "does not use GPUDirect RDMA (it stages through host memory) between GPU 3d000 and HCA 1" in meanings
     assert p["warnings"] == ["NET/IB : Got async event : port error"]
+
+
+@pytest.mark.parametrize("number, version, name", [
+    (7, "2.19.3+cuda12.2", "SYS"), (4, "2.19.3", "PXB"), (6, "2.25.1", "PHB"),   # 2.12 to 2.25
+    (8, "2.26.2+cuda12.8", "SYS"), (5, "2.28.9+cuda13.0", "PXB"), (3, "2.26.2", "C2C"),  # C2C from 2.26
+    (5, "2.7.6+cuda11.1", None),   # before 2.12 the numbers differ (PHB 4, SYS 5): not named
+    (7, None, None), (42, "2.19.3", None), (-1, "2.19.3", None), (3, "garbage", None),
+])
+def test_path_type_name_follows_the_nccl_version(number, version, name):
+    assert nccl.path_type_name(number, version) == name
+
+
+def test_hca_lines_say_what_the_transport_can_do():
+    text = "\n".join([
+        "a:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'",
+        "a:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1'",
+        "a:1:1 [0] NCCL INFO NET/Socket : GPU Direct RDMA Disabled for HCA 0 'eth0'",
+    ])
+    p = nccl.parse_log(text)
+    assert [(h["transport"], h["hca"], h["name"], h["enabled"]) for h in p["gdr_hca"]] == [
+        ("NET/IB", 0, "mlx5_0", True), ("NET/IB", 1, "mlx5_1", False), ("NET/Socket", 0, "eth0", False)]
+    reasons = {r["message"]: r["meaning"] for r in p["summary"]["reasons"]}
+    assert reasons["NET/Socket : GPU Direct RDMA Disabled for HCA 0 'eth0'"].startswith("not a topology decision")
+    assert "no peer-memory module and no dma-buf" in reasons["NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1'"]
+
+
+def test_the_published_ib_excerpts():
+    logs = nccl.published_logs()
+    assert set(logs) == {"nccl-issue-1151-gdr-distance", "nccl-issue-707-a100-gdrdma"}
+    readme = (logs["nccl-issue-707-a100-gdrdma"].parent.parent / "README.md").read_text()
+    assert all(f"`{name}.log`" in readme for name in logs)
+    one = nccl.parse_log(logs["nccl-issue-1151-gdr-distance"].read_text())
+    # the line as quoted in the issue: no host prefix, no version line
+    assert [(g["gpu"], g["hca"], g["enabled"], g["distance"], g["limit"]) for g in one["gdr"]] == [("ca000", "0", False, 7, 4)]
+    assert one["gdr"][0]["distance_type"] is None and nccl.path_type_name(7, "2.19") == "SYS"
+    a100 = nccl.parse_log(logs["nccl-issue-707-a100-gdrdma"].read_text())
+    assert len(a100["connections"]) == 12 and all(c["gdr"] for c in a100["connections"])
+    assert sorted({c["net_dev"] for c in a100["connections"]}) == [0, 2, 4, 5]
+    first = a100["connections"][0]
+    assert (first["rank"], first["channel"], first["src"], first["dst"], first["direction"]) == (0, 1, 2, 0, "receive")
+    assert nccl.recorded_logs().keys().isdisjoint(logs)  # not mixed with the kit's own H200 recordings
+
+
+def test_net_dev_of_a_channel():
+    assert nccl.classify_via("NET/IB/5/GDRDMA")["net_dev"] == 5
+    assert nccl.classify_via("NET/IB/1")["net_dev"] == 1
+    assert nccl.classify_via("P2P/CUMEM")["net_dev"] is None
+    assert nccl.classify_via("NET/IB/" + "9" * 50)["net_dev"] is None
 
 
 def test_parse_empty_and_bad_input():

@@ -10,7 +10,12 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..widgets import SweepWidget
 
 __all__ = ["H200_FACTS", "run_doctor_cli", "paths_table", "gpu_table", "h200_report", "host_measure",
            "host_sweep",
@@ -53,7 +58,7 @@ def run_doctor_cli(json_output: bool = False, timeout_s: float = 120.0) -> str:
     return proc.stdout + (proc.stderr if proc.returncode else "")
 
 
-def paths_table(report: dict):
+def paths_table(report: dict[str, Any]) -> pd.DataFrame:
     """One row per path: available, reason, fix (a DataFrame)."""
     import pandas as pd
 
@@ -63,7 +68,7 @@ def paths_table(report: dict):
     return pd.DataFrame([{"path": p, **v} for p, v in paths.items()]).set_index("path")
 
 
-def gpu_table(report: dict):
+def gpu_table(report: dict[str, Any]) -> pd.DataFrame:
     """The GPUs of a report with BAR1 in GiB (a DataFrame; empty when the report has none)."""
     import pandas as pd
 
@@ -98,7 +103,7 @@ def h200_report() -> tuple[dict, str]:
     return report, where
 
 
-def host_measure(size: int):
+def host_measure(size: int) -> pd.DataFrame:
     """One size of the ``host`` path over the tcp wire (a local peer process; any machine)."""
     from ..engine import bench
 
@@ -114,7 +119,7 @@ def default_profile() -> str:
     return "h200-lab" if "h200-lab" in names else "hopper-ndr"
 
 
-def host_model(sizes: Any = "8:4M", profile: str | None = None):
+def host_model(sizes: Any = "8:4M", profile: str | None = None) -> pd.DataFrame | None:
     """The model's ``host`` path over the tcp wire (what this lab measures), or None with no model."""
     from ..widgets import model_frame
 
@@ -124,7 +129,7 @@ def host_model(sizes: Any = "8:4M", profile: str | None = None):
         return None
 
 
-def host_sweep(sizes: Any = "8:4M"):
+def host_sweep(sizes: Any = "8:4M") -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """``(live DataFrame, model DataFrame or None)``: the ``host`` path measured now over tcp
     loopback (a few sizes in quick mode)."""
     from ..engine import bench
@@ -133,7 +138,7 @@ def host_sweep(sizes: Any = "8:4M"):
     return bench("host", sweep_sizes(sizes), mode="both"), host_model(sizes)
 
 
-def host_sweep_widget(sizes: Any = "8:4M", y: str = "lat_p50_us"):
+def host_sweep_widget(sizes: Any = "8:4M", y: str = "lat_p50_us") -> SweepWidget:
     """A :class:`gdrlab.widgets.SweepWidget` measuring the ``host`` path size by size."""
     from ..widgets import SweepWidget
 

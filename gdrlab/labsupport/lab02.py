@@ -3,7 +3,13 @@ peer access on and off; live where the GPUs are, recorded H200 data and the mode
 from __future__ import annotations
 
 import platform
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    import ipywidgets
+    import pandas as pd
+
+    from ..recorded import LiveOrRecorded
 
 __all__ = ["host_copy_live", "DIRECTIONS", "MEMORIES", "P2P_PROFILE", "copy_profile", "copy_measure", "copy_data", "copy_model",
            "copy_panel", "p2p_data", "p2p_model", "p2p_explorer", "alpha_beta_frame"]
@@ -32,14 +38,14 @@ def _live_args(min_gpus: int = 1) -> dict:
     return {"live": True}
 
 
-def copy_measure(direction: str, memory: str):
+def copy_measure(direction: str, memory: str) -> Callable[[int], pd.DataFrame]:
     """``measure(size)`` for a SweepWidget: one copy_bench row."""
     from ..engine import copy_bench
 
     return lambda size: copy_bench(direction, [int(size)], memory=memory)
 
 
-def copy_data(direction: str, memory: str, sizes: Any = "8:256M"):
+def copy_data(direction: str, memory: str, sizes: Any = "8:256M") -> LiveOrRecorded:
     """:class:`gdrlab.recorded.LiveOrRecorded`: copies measured now (few sizes in quick mode)
     with a GPU, else the recorded ``h200-copy-<direction>-<memory>``."""
     from ..engine import copy_bench
@@ -50,7 +56,8 @@ def copy_data(direction: str, memory: str, sizes: Any = "8:256M"):
                             f"h200-copy-{direction}-{memory}", **_live_args())
 
 
-def copy_model(direction: str, memory: str, sizes: Any = "8:256M", profile: str | None = None, **overrides):
+def copy_model(direction: str, memory: str, sizes: Any = "8:256M", profile: str | None = None,
+               **overrides: float) -> pd.DataFrame:
     """The model's copy-engine copy (``stage_us``) as a frame with lat_us and bw_gbps."""
     import numpy as np
     import pandas as pd
@@ -67,7 +74,7 @@ def copy_model(direction: str, memory: str, sizes: Any = "8:256M", profile: str 
     return df
 
 
-def copy_panel(sizes: Any = "8:256M", y: str = "bw_gbps"):
+def copy_panel(sizes: Any = "8:256M", y: str = "bw_gbps") -> ipywidgets.VBox:
     """Dropdowns (direction, host memory, model profile) over a live SweepWidget of copy_bench; the
     recorded H200 sweep and the model for the same copy are overlaid."""
     import ipywidgets as w
@@ -82,7 +89,7 @@ def copy_panel(sizes: Any = "8:256M", y: str = "bw_gbps"):
     holder = w.VBox()
     state: dict = {}
 
-    def rebuild(_change=None):
+    def rebuild(_change: Any = None) -> None:
         old = state.get("sweep")
         if old is not None:
             old.stop(wait=True)
@@ -105,7 +112,7 @@ def copy_panel(sizes: Any = "8:256M", y: str = "bw_gbps"):
     return panel
 
 
-def p2p_data(sizes: Any = "8:256M", src: int = 0, dst: int = 1):
+def p2p_data(sizes: Any = "8:256M", src: int = 0, dst: int = 1) -> LiveOrRecorded:
     """:class:`gdrlab.recorded.LiveOrRecorded` of GPU-to-GPU copies with peer access on and off:
     live with 2+ GPUs, else the 2x H200 figures (``h200x2-p2p-curriculum``)."""
     import pandas as pd
@@ -115,7 +122,7 @@ def p2p_data(sizes: Any = "8:256M", src: int = 0, dst: int = 1):
     from ..recorded import live_or_recorded
     from ..widgets import sweep_sizes
 
-    def measure():
+    def measure() -> pd.DataFrame:
         try:
             on = p2p_bench(src, dst, sweep_sizes(sizes), peer_access=True)
         except CudaError as exc:  # e.g. no peer path between these two GPUs: say so, show the record
@@ -128,7 +135,7 @@ def p2p_data(sizes: Any = "8:256M", src: int = 0, dst: int = 1):
     return live_or_recorded(measure, "h200x2-p2p-curriculum", **_live_args(min_gpus=2))
 
 
-def p2p_model(sizes: Any = "8:256M", profile: str = P2P_PROFILE) -> dict:
+def p2p_model(sizes: Any = "8:256M", profile: str = P2P_PROFILE) -> dict[str, pd.DataFrame]:
     """``{"peer access on": frame, "peer access off": frame}`` from the model's p2p paths."""
     from ..widgets import model_frame
 
@@ -136,7 +143,7 @@ def p2p_model(sizes: Any = "8:256M", profile: str = P2P_PROFILE) -> dict:
             "peer access off": model_frame(profile, "p2p-staged", sizes)}
 
 
-def p2p_explorer(sizes: Any = "8:256M", y: str = "bw_gbps"):
+def p2p_explorer(sizes: Any = "8:256M", y: str = "bw_gbps") -> Any:
     """Sliders over the P2P parameters of the model (peer access on and off)."""
     from ..widgets import model_explorer
 
@@ -144,7 +151,8 @@ def p2p_explorer(sizes: Any = "8:256M", y: str = "bw_gbps"):
                           params=["p2p_lat_us", "p2p_gbps", "p2p_staged_lat_us", "p2p_staged_gbps"])
 
 
-def alpha_beta_frame(alpha_us: float, beta_gbps: float, sizes: Any = "8:256M", label: str = "alpha-beta fit"):
+def alpha_beta_frame(alpha_us: float, beta_gbps: float, sizes: Any = "8:256M",
+                     label: str = "alpha-beta fit") -> pd.DataFrame:
     """``t = alpha + n / beta`` as a modelled frame (lat_us, bw_gbps) for overlaying a fit."""
     import numpy as np
     import pandas as pd
@@ -159,7 +167,7 @@ def alpha_beta_frame(alpha_us: float, beta_gbps: float, sizes: Any = "8:256M", l
     return df
 
 
-def host_copy_live(sizes: Any = None, repeats: int | None = None):
+def host_copy_live(sizes: Any = None, repeats: int | None = None) -> pd.DataFrame:
     """Live, on any machine: the CPU copying host memory to host memory (``numpy.copyto``), as
     rows of size, lat_p50_us, lat_min_us and bw_gbps, to fit with the same ``t = alpha + n / beta``.
 

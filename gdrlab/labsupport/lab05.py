@@ -1,21 +1,31 @@
 """Lab 05, topology pitfalls: PCIe distance codes, the nearest NIC, NCCL's GDR rule and NUMA.
 
-Reads this machine's tree (``gdrlab.topology.from_sysfs``) and recorded hwloc exports of real
-machines (``gdrlab.topology.recorded_machines``), and predicts configuration A (GPU and NIC
-under one PCIe switch) against configuration B (GPU and NIC on different sockets) with the model.
+Reads this machine's tree (``gdrlab.topology.from_sysfs``), recorded hwloc exports of real
+machines (``gdrlab.topology.recorded_machines``) and a real DGX A100's ``nvidia-smi topo -m``
+matrix (``gdrlab.topology.recorded_matrices``); shows NCCL's GPUDirect RDMA decisions from
+published NET/IB log excerpts and the recorded all-reduce figures; and predicts configuration A
+(GPU and NIC under one PCIe switch) against configuration B (GPU and NIC on different sockets)
+with the model.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import modelled_provenance, profile_with_level
 
+if TYPE_CHECKING:
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    from ..topology import Topology, TopoMatrix
+
 __all__ = [
     "CODE_ORDER", "own_topology", "own_pairs", "recorded_topology", "machine_names", "pair_table", "gpu_nic_pairs",
     "config_ab_table", "config_ab_figure", "describe",
-    "tree_text", "tree_figure",
+    "tree_text", "tree_figure", "recorded_matrix", "matrix_frame", "ib_gdr_lines", "allreduce_figures",
 ]
 
 # nvidia-smi's PCIe codes from nearest to farthest (NV# is NVLink, not PCIe).
@@ -23,7 +33,7 @@ CODE_ORDER = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
 # NCCL's levels in order; nvidia-smi's NODE is NCCL's PHB (NCCL's CPU node is a whole NUMA node).
 
 
-def own_topology(root: str = "/") -> tuple[Any, str]:
+def own_topology(root: str = "/") -> tuple[Topology | None, str]:
     """This machine's PCIe tree and one sentence about what it holds."""
     from ..topology import from_sysfs
 
@@ -64,7 +74,7 @@ def _own_name(root: str, bus_id: str, base_class: int, counts: dict[str, int]) -
     return f"{kind}{counts[kind]}"
 
 
-def own_pairs(root: str = "/") -> tuple[Any, str]:
+def own_pairs(root: str = "/") -> tuple[pd.DataFrame, str]:
     """``(DataFrame of every pair of this machine's storage, network and display devices with
     nvidia-smi's PCIe code and why, what was found)``, live from sysfs.
 
@@ -81,10 +91,11 @@ def own_pairs(root: str = "/") -> tuple[Any, str]:
         topo = from_sysfs(root)
     except Exception as exc:  # no /sys (not Linux), unreadable tree: explain and go on
         return pd.DataFrame(), f"could not read this machine's PCIe tree: {type(exc).__name__}: {exc}"
-    picked, counts = [], {}
+    picked: list[tuple[dict[str, Any], Any]] = []
+    counts: dict[str, int] = {}
     for n in topo.root.walk():
         cls = n.class_id
-        if n.kind != "device" or cls is None or (cls >> 8) not in _OWN_CLASSES:
+        if n.kind != "device" or cls is None or (cls >> 8) not in _OWN_CLASSES or n.bus_id is None:
             continue
         name = _own_name(root, n.bus_id, cls >> 8, counts)
         picked.append(({"name": name, "kind": device_kind(cls << 8), "pci_bus_id": n.bus_id,
@@ -97,7 +108,7 @@ def own_pairs(root: str = "/") -> tuple[Any, str]:
     rows = []
     for i, (a, _) in enumerate(picked):
         for b, _ in picked[i + 1:]:
-            code, why = own.pcie_code(a["name"], b["name"])
+            code, why = own.pcie_code(str(a["name"]), str(b["name"]))
             rows.append({"a": a["name"], "a_kind": a["kind"], "b": b["name"], "b_kind": b["kind"],
                          "code": code, "why": why})
     table = pd.DataFrame(rows)
@@ -109,7 +120,7 @@ def machine_names() -> dict[str, str]:
     """``{name: path}`` of the recorded hwloc exports that ship with gdrlab."""
     from ..topology import recorded_machines
 
-    return dict(recorded_machines())
+    return {name: str(path) for name, path in recorded_machines().items()}
 
 
 def _find_machine(keyword: str) -> str:
@@ -120,14 +131,14 @@ def _find_machine(keyword: str) -> str:
     raise KeyError(f"no recorded machine matching {keyword!r}; shipped: {', '.join(names)}")
 
 
-def recorded_topology(keyword: str):
+def recorded_topology(keyword: str) -> Topology:
     """The recorded machine whose name (or file) contains ``keyword``, as a Topology."""
     from ..topology import from_hwloc
 
     return from_hwloc(machine_names()[_find_machine(keyword)])
 
 
-def describe(topo) -> "Any":
+def describe(topo: Topology) -> pd.DataFrame:
     """The devices of a topology as a DataFrame (name, kind, model, PCI bus id, NUMA node, socket)."""
     import pandas as pd
 
@@ -135,12 +146,12 @@ def describe(topo) -> "Any":
     return pd.DataFrame([{c: d.get(c) for c in cols} for d in topo.devices], columns=cols)
 
 
-def gpu_nic_pairs(topo) -> list[tuple[str, str]]:
+def gpu_nic_pairs(topo: Topology) -> list[tuple[str, str]]:
     """Every (GPU, NIC) pair of a topology."""
     return [(g, n) for g in topo.gpus for n in topo.nics]
 
 
-def pair_table(topo, level: Any = None):
+def pair_table(topo: Topology, level: Any = None) -> pd.DataFrame:
     """One row per GPU/NIC pair: code, why, nearest NIC of the GPU, NCCL's GDR choice."""
     import pandas as pd
 
@@ -154,7 +165,7 @@ def pair_table(topo, level: Any = None):
 
 
 def config_ab_table(profile: str = "kepler-ivb-2014", sizes: Iterable[int] | None = None,
-                    paths: Iterable[str] = ("gdr", "pipelined")):
+                    paths: Iterable[str] = ("gdr", "pipelined")) -> pd.DataFrame:
     """Modelled bandwidth of ``paths`` with the GPU and NIC under one switch (A) and on different
     sockets (B): DataFrame (config, placement, path, size, lat_us, bw_gbps), provenance modelled."""
     import pandas as pd
@@ -173,7 +184,7 @@ def config_ab_table(profile: str = "kepler-ivb-2014", sizes: Iterable[int] | Non
     return df
 
 
-def config_ab_figure(table):
+def config_ab_figure(table: pd.DataFrame) -> go.Figure:
     """Bandwidth against size for configurations A and B (modelled, profile in the title)."""
     import plotly.graph_objects as go
 
@@ -192,7 +203,7 @@ def config_ab_figure(table):
     return fig
 
 
-def tree_text(topo) -> str:
+def tree_text(topo: Topology) -> str:
     """The PCIe tree as indented text, pruned to the branches that lead to a GPU or a NIC; each
     device line ends with its name in the distance matrix (``<- GPU2``)."""
     names = {id(topo.node(d["name"])): d["name"] for d in topo.devices}
@@ -203,7 +214,7 @@ def tree_text(topo) -> str:
              "device": "PCI device"}
     lines: list[str] = []
 
-    def visit(node, depth: int) -> None:
+    def visit(node: Any, depth: int) -> None:
         if id(node) not in keep:
             return
         extra = ""
@@ -220,10 +231,83 @@ def tree_text(topo) -> str:
     return "\n".join(lines) if lines else "(no GPU or NIC on this tree)"
 
 
-def tree_figure(topo, highlight=None):
+def tree_figure(topo: Topology, highlight: tuple[str, ...] | None = None) -> go.Figure | None:
     """:func:`gdrlab.topology.figure` when it is available, else None (use :func:`tree_text`)."""
     try:
         from ..topology import figure
         return figure(topo, highlight=highlight)
     except (ImportError, AttributeError):
         return None
+
+
+# ------------------------------------------------------------------ nvidia-smi matrices, NCCL
+def recorded_matrix(keyword: str) -> tuple[TopoMatrix, str]:
+    """The shipped ``nvidia-smi topo -m`` matrix whose name contains ``keyword``, parsed, and a
+    label naming its source (gdrlab/data/topo-matrix/README.md)."""
+    from ..topology import parse_topo_matrix, recorded_matrices
+
+    found = {name: path for name, path in recorded_matrices().items() if keyword.lower() in name.lower()}
+    if not found:
+        raise KeyError(f"no recorded matrix matching {keyword!r}; shipped: {', '.join(recorded_matrices())}")
+    name, path = next(iter(found.items()))
+    labels = {"dgx-a100-nccl-issue-1505": "a user's DGX A100 as posted in NVIDIA/nccl issue #1505 (2024-11-06); "
+                                          "excerpt: header and rows GPU0-GPU3, verbatim"}
+    return parse_topo_matrix(path.read_text(encoding="utf-8")), labels.get(name, f"recorded matrix {name}")
+
+
+def matrix_frame(matrix: TopoMatrix) -> pd.DataFrame:
+    """The rows a matrix holds as a DataFrame (devices as columns, then CPU and NUMA affinity)."""
+    import pandas as pd
+
+    rows = []
+    for name in matrix.rows:
+        row: dict[str, str] = dict(matrix.codes[name])
+        row["CPU Affinity"] = matrix.cpu_affinity.get(name, "")
+        row["NUMA Affinity"] = matrix.numa_affinity.get(name, "")
+        rows.append(row)
+    return pd.DataFrame(rows, index=matrix.rows)
+
+
+def ib_gdr_lines() -> list[tuple[str, list[str]]]:
+    """``[(label, explained lines)]`` for each published NET/IB log excerpt that ships
+    (gdrlab/data/nccl/README.md): NCCL's per-pair GDR decisions and the channel transports."""
+    from ..nccl import explain, parse_log, published_logs
+
+    labels = {"nccl-issue-1151-gdr-distance": "published: NVIDIA/nccl issue #1151 (2024-01-18), one line as quoted",
+              "nccl-issue-707-a100-gdrdma": "published: NVIDIA/nccl issue #707 (2022-07-22), 8x A100 with mlx5 "
+                                            "NICs, NCCL 2.7.6, 12 channel lines"}
+    out = []
+    for name, path in published_logs().items():
+        parsed = parse_log(path.read_text(encoding="utf-8", errors="replace"))
+        out.append((labels.get(name, name), [line for line in explain(parsed) if not line.startswith("no connection")]))
+    return out
+
+
+_TRANSPORTS = {"default": "P2P over NVLink", "p2p_off": "SHM (staged through host memory)",
+               "p2p_shm_off": "NET/Socket (TCP over eth0)"}
+
+
+def allreduce_figures() -> pd.DataFrame:
+    """The recorded all-reduce bus bandwidth at 256 MiB, two recordings side by side: the JSON
+    dataset (``gdrlab nccl --compare --json``) and the ``allreduce`` lines of the three
+    ``NCCL_DEBUG=INFO`` logs, each with its date; GB/s are 1e9 bytes/s."""
+    import pandas as pd
+
+    from .. import grading
+    from ..nccl import recorded_summary
+
+    ar = grading.dataset("h200x2-nccl-allreduce")
+    prov = ar.attrs.get("provenance") or {}
+    big = ar[ar["size"] == ar["size"].max()].set_index("config")
+    logs = {r["name"]: r for r in recorded_summary()["runs"]}
+    rows = []
+    for config, transport in _TRANSPORTS.items():
+        log_row = logs.get(config, {})
+        rows.append({"config": config, "transport": transport, "size_bytes": int(big.loc[config, "size"]),
+                     "time_us_json": float(big.loc[config, "time_us"]),
+                     "busbw_gbps_json": float(big.loc[config, "busbw_gbps"]),
+                     "busbw_gbps_log": log_row.get("busbw_gbps")})
+    table = pd.DataFrame(rows)
+    table.attrs["provenance"] = {"kind": "recorded", "hardware": prov.get("hardware", "2x NVIDIA H200"),
+                                 "date": prov.get("date", "")}
+    return table

@@ -10,16 +10,17 @@ the log and measures bus bandwidth as nccl-tests defines it for all-reduce:
 ``algbw = bytes / time``, ``busbw = algbw * 2 (n - 1) / n``.
 
 Three real logs from two NVLinked H200s ship as recorded data (:func:`recorded_logs`,
-:func:`recorded_summary`). NVLink multicast (NVLS) is always off in the runs started here.
+:func:`recorded_summary`); excerpts of public logs with InfiniBand GDR decisions ship as
+:func:`published_logs`. NVLink multicast (NVLS) is always off in the runs started here.
 """
 from __future__ import annotations
 
-from .log import (bus_bandwidth, classify_via, explain, format_result_line, parse_log, recorded_logs,
-                  recorded_summary)
+from .log import (bus_bandwidth, classify_via, explain, format_result_line, parse_log, path_type_name,
+                  published_logs, recorded_logs, recorded_summary)
 from .run import COMPARE_CONFIGS, DEFAULT_SIZES, DISABLE_ENV, backend, compare, nccl_env, run_allreduce
 
 __all__ = [
     "DISABLE_ENV", "COMPARE_CONFIGS", "DEFAULT_SIZES", "bus_bandwidth", "classify_via", "parse_log",
     "explain", "recorded_logs", "recorded_summary", "backend", "nccl_env", "run_allreduce", "compare",
-    "format_result_line",
+    "format_result_line", "published_logs", "path_type_name",
 ]

@@ -9,10 +9,11 @@ from pathlib import Path
 
 from ..errors import InvalidArgument
 
-__all__ = ["classify_via", "parse_log", "explain", "recorded_logs", "recorded_summary", "bus_bandwidth",
-           "format_result_line"]
+__all__ = ["classify_via", "parse_log", "explain", "recorded_logs", "recorded_summary", "published_logs",
+           "path_type_name", "bus_bandwidth", "format_result_line", "PATH_TYPES_2_12", "PATH_TYPES_2_26"]
 
 _DATA = Path(__file__).resolve().parent.parent / "data" / "nccl"
+_PUBLISHED = _DATA / "published"
 _RECORDED_ORDER = ("default", "p2p_off", "p2p_shm_off")
 _RECORDED_PROVENANCE = {
     "kind": "recorded", "hardware": "2x NVIDIA H200, NVLink NV18 (KVM guest, no RDMA device)",
@@ -37,6 +38,16 @@ _NODES = re.compile(r"comm \S+ rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (
 _ENV = re.compile(r"(NCCL_\w+) set by environment to ")
 _RINGS = re.compile(r"Connected all rings, use ring PXN (\d+) GDR (\d+)")
 _NETWORK = "Using network "
+# NCCL's GDR lines (src/graph/topo.cc and src/graph/paths.cc), matched at the literal that starts them:
+# "NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'": can this transport hand GPU memory to the NIC;
+# "GPU Direct RDMA Disabled for GPU ca000 / HCA 0 (distance 7 > 4)": the topology decision for one pair.
+_GDR = "GPU Direct RDMA "
+_GDR_HCA = re.compile(r"GPU Direct RDMA (?:\(\w{1,16}\) )?(Enabled|Disabled|enabled|disabled) for HCA (\d{1,4}) '([^']{1,64})'")
+_GDR_PAIR = re.compile(r"GPU Direct RDMA (Enabled|Disabled) for GPU ([0-9a-fA-F]{1,16}) / HCA ([0-9a-fA-F]{1,16}) "
+                       r"\(distance (\d{1,3}) ([<>]=?) (\d{1,3})\)")
+# NCCL's path types by number (src/graph/topo.h): 2.12 to 2.25, and from 2.26 (PATH_C2C inserted as 3).
+PATH_TYPES_2_12 = ("LOC", "NVL", "NVB", "PIX", "PXB", "PXN", "PHB", "SYS", "NET", "DIS")
+PATH_TYPES_2_26 = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "PXN", "PHB", "SYS", "NET", "DIS")
 _TOPO_PATH = re.compile(r"(GPU/[\w-]+) :")
 _TOPO_HOP = re.compile(r"(GPU/[\w-]+) \((\d+)/([\d.]+)/(\w+)\)")
 _GRAPH = re.compile(r"Pattern (\d+), crossNic (\d+), nChannels (\d+), bw ([\d.]+)/([\d.]+), type (\w+)/(\w+)")
@@ -57,12 +68,6 @@ _REASONS = [
      "no InfiniBand/RoCE device: NCCL cannot use its IB network, so no GPUDirect RDMA"),
     (re.compile(r"Failed to initialize NET plugin IB"),
      "the IB network plugin did not start; NCCL falls back to sockets"),
-    (re.compile(r"GPU Direct RDMA Disabled for HCA \d+ '([^']+)'"),
-     "GPUDirect RDMA is off for NIC {0}: network data to or from a GPU is staged through host memory"),
-    (re.compile(r"GPU Direct RDMA (?:\(\w+\) )?[Ee]nabled for HCA \d+ '([^']+)'"),
-     "GPUDirect RDMA is possible with NIC {0}"),
-    (re.compile(r"GPU Direct RDMA (Enabled|Disabled) for GPU (\S+) / HCA (\d+) \(distance (\d+) ([<>]=?) (\d+)\)"),
-     "GPUDirect RDMA {0} between GPU {1} and HCA {2}: topology distance {3} {4} {5} (NCCL_NET_GDR_LEVEL)"),
     (re.compile(r"dlvsym failed on (mlx5dv_reg_dmabuf_mr)"),
      "this rdma-core's libmlx5 has no {0}: no dma-buf registration through mlx5 direct verbs"),
     (re.compile(r"P2P is disabled between connected GPUs (\d+) and (\d+)"),
@@ -77,11 +82,12 @@ def classify_via(via: str) -> dict:
     ``kind`` is P2P, SHM, NET (or another first word); ``transport`` a short label:
     ``P2P/CUMEM``, ``P2P/IPC``, ``P2P/direct`` (``direct pointer``, same process),
     ``SHM/direct/direct``, ``NET/IB``, ``NET/IB/GDRDMA``, ``NET/Socket``; ``gdr`` is True or
-    False for the network (whether the NIC moves GPU memory directly), None otherwise.
+    False for the network (whether the NIC moves GPU memory directly), None otherwise; ``net_dev``
+    the network device's index in NCCL's list (the ``5`` of ``NET/IB/5/GDRDMA``), else None.
     """
     parts = [p.strip() for p in via.strip().split("/")]
     kind = parts[0].upper()
-    out = {"kind": kind, "transport": kind, "gdr": None, "read": False}
+    out: dict = {"kind": kind, "transport": kind, "gdr": None, "read": False, "net_dev": None}
     if kind == "P2P" and len(parts) > 1:
         out["transport"] = "P2P/" + parts[1].split()[0]  # "direct pointer" -> "direct"
         out["read"] = "read" in parts[2:]
@@ -89,6 +95,7 @@ def classify_via(via: str) -> dict:
         out["transport"] = "/".join(parts[:3])
     elif kind in ("NET", "COLLNET") and len(parts) > 1:
         out["gdr"] = any(p.startswith("GDRDMA") for p in parts)
+        out["net_dev"] = int(parts[2]) if len(parts) > 2 and parts[2].isdecimal() and len(parts[2]) < 6 else None
         out["transport"] = f"{kind}/{parts[1]}" + ("/GDRDMA" if out["gdr"] else "")
     return out
 
@@ -170,11 +177,79 @@ def _read_fact(out: dict, ranks: dict, reasons: dict, body: str, who: int | None
                 out["topology"][f"{m[1]}->{dst}"] = {"type": kind, "bw_gbps": float(bw)}
 
 
+def _version_tuple(version: str | None) -> tuple[int, int] | None:
+    """(major, minor) of ``2.19.3+cuda12.2``; None when absent or unreadable."""
+    parts = (version or "").split("+", 1)[0].split(".")
+    if len(parts) < 2 or not (parts[0].isdecimal() and parts[1].isdecimal()):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def path_type_name(number: int, version: str | None) -> str | None:
+    """The name of NCCL's path type ``number`` (the ``distance`` of its GPU Direct RDMA lines) in
+    NCCL ``version`` (``"2.19.3"``, ``"2.28.9+cuda13.0"``); None when the version is unknown, older
+    than 2.12 (fewer types) or the number is out of range. The numbering changed in 2.26 (C2C)."""
+    v = _version_tuple(version)
+    if v is None or v < (2, 12):
+        return None
+    names = PATH_TYPES_2_26 if v >= (2, 26) else PATH_TYPES_2_12
+    return names[number] if 0 <= number < len(names) else None
+
+
+def _read_gdr(out: dict, msg: str, who: int | None) -> bool:
+    """A ``GPU Direct RDMA ...`` line into ``out["gdr"]`` (per GPU/NIC pair) or ``out["gdr_hca"]``
+    (per NIC and transport); True when the line was one of them."""
+    at = msg.find(_GDR)
+    if at < 0:
+        return False
+    before = msg[:at].rstrip()
+    words = before[:-1].split() if before.endswith(":") else []
+    transport = words[-1] if words and len(words[-1]) <= 32 else ""
+    if (m := _GDR_PAIR.match(msg, at)):
+        out["gdr"].append({"rank": who, "gpu": m[2], "hca": m[3], "enabled": m[1] == "Enabled",
+                           "distance": int(m[4]), "op": m[5], "limit": int(m[6]), "message": m[0]})
+        return True
+    if (m := _GDR_HCA.match(msg, at)):
+        out["gdr_hca"].append({"rank": who, "transport": transport or None, "hca": int(m[2]), "name": m[3],
+                               "enabled": m[1].lower() == "enabled",
+                               "message": f"{transport} : {m[0]}" if transport else m[0]})
+        return True
+    return False
+
+
+def _gdr_reasons(out: dict, reasons: dict) -> None:
+    """One reason per distinct GDR line, with the path types named when the log's version allows."""
+    for g in out["gdr"]:
+        d, lim = path_type_name(g["distance"], out["version"]), path_type_name(g["limit"], out["version"])
+        g["distance_type"], g["limit_type"] = d, lim
+        named = (f" ({d} {g['op']} {lim})" if d and lim else
+                 " (path type numbers: name them with the NCCL version, see path_type_name)")
+        verdict = "uses GPUDirect RDMA" if g["enabled"] else "does not use GPUDirect RDMA (it stages through host memory)"
+        _add_reason(reasons, g["message"], f"topology decision: NCCL {verdict} between GPU {g['gpu']} and HCA "
+                    f"{g['hca']}, path type {g['distance']} {g['op']} limit {g['limit']}{named}; the limit is "
+                    "NCCL_NET_GDR_LEVEL, default PXB", g["rank"])
+    for h in out["gdr_hca"]:
+        if h["transport"] == "NET/Socket":
+            meaning = (f"not a topology decision: the socket transport cannot do GPUDirect RDMA at all, so it "
+                       f"says Disabled for every NIC ({h['name']})")
+        elif h["enabled"]:
+            meaning = (f"{h['transport'] or 'the network'} can register GPU memory with NIC {h['name']} (a peer-memory "
+                       "module or dma-buf); whether a given GPU uses it is the per-GPU distance decision")
+        else:
+            meaning = (f"{h['transport'] or 'the network'} cannot register GPU memory with NIC {h['name']} (no "
+                       "peer-memory module and no dma-buf): data to or from GPUs is staged through host memory")
+        _add_reason(reasons, h["message"], meaning, h["rank"])
+
+
 def parse_log(text: str) -> dict:
     """Read an ``NCCL_DEBUG=INFO`` log (any number of ranks, interleaved or not).
 
     Returns ``{"version", "cuda_driver_version", "nranks", "nnodes", "ranks", "connections",
-    "env", "network", "ring_flags", "topology", "graphs", "warnings", "results", "summary"}``.
+    "env", "network", "ring_flags", "topology", "graphs", "gdr", "gdr_hca", "warnings", "results",
+    "summary"}``. ``gdr`` has one entry per ``GPU Direct RDMA Enabled|Disabled for GPU ... / HCA ...
+    (distance D > L)`` line (rank, gpu, hca, enabled, distance, op, limit and, when the log's NCCL
+    version names them, distance_type and limit_type); ``gdr_hca`` one per ``NET/X : GPU Direct
+    RDMA Enabled|Disabled for HCA N 'name'`` line (rank, transport, hca, name, enabled).
     ``connections`` has one entry per ``via`` line (rank that logged it, channel, src, dst,
     direction, via, kind, transport, gdr); ``summary`` gives ``pairs`` (``"0->1"``: transports
     with their channel counts), the most used ``transport`` and the ``reasons`` found, each with
@@ -184,7 +259,7 @@ def parse_log(text: str) -> dict:
         raise InvalidArgument("parse_log needs the log's text (str); read the file first")
     out: dict = {"version": None, "cuda_driver_version": None, "nranks": None, "nnodes": None, "ranks": [],
                  "connections": [], "env": {}, "network": None, "ring_flags": None, "topology": {},
-                 "graphs": [], "warnings": [], "results": []}
+                 "graphs": [], "gdr": [], "gdr_hca": [], "warnings": [], "results": []}
     ranks: dict[int, dict] = {}
     reasons: dict[str, dict] = {}
     for who, level, msg, host in _messages(text):
@@ -201,6 +276,8 @@ def parse_log(text: str) -> dict:
                 out["connections"].append(conn)
                 continue
         _read_fact(out, ranks, reasons, body, who, host)
+        if _read_gdr(out, body, who):
+            continue
         for pattern, meaning in _REASONS:
             if (m := pattern.search(msg)):
                 _add_reason(reasons, m[0].strip(), meaning.format(*m.groups()), who)
@@ -211,6 +288,7 @@ def parse_log(text: str) -> dict:
         if "NCCL" not in line and (m := _RESULT.match(line)):
             out["results"].append({"op": m["op"], "size": int(m["size"]), "time_us": float(m["time"]),
                                    "algbw_gbps": float(m["alg"]), "busbw_gbps": float(m["bus"])})
+    _gdr_reasons(out, reasons)
     out["ranks"] = [ranks[r] for r in sorted(ranks)]
     if out["nranks"] is None and ranks:
         out["nranks"] = len(ranks)
@@ -261,6 +339,12 @@ def recorded_logs() -> dict[str, Path]:
     return {p.stem: p for p in sorted(_DATA.glob("*.log"))}
 
 
+def published_logs() -> dict[str, Path]:
+    """Verbatim excerpts of NCCL logs from public sources with ``NET/IB`` lines: ``{name: path}``
+    (each cited in ``gdrlab/data/nccl/README.md``); not measurements of this kit."""
+    return {p.stem: p for p in sorted(_PUBLISHED.glob("*.log"))}
+
+
 _GENERATION = {"P2P": "GPUDirect P2P: peer DMA between GPUs", "SHM": "staged through shared host memory",
                "NET/Socket": "through the network stack (TCP sockets)",
                "NET/IB": "RDMA NIC, staged through host memory",
@@ -304,7 +388,6 @@ def recorded_summary() -> dict:
     order = {name: i for i, name in enumerate(_RECORDED_ORDER)}
     runs.sort(key=lambda r: order.get(r["name"], len(order)))
     return {"runs": runs, "provenance": dict(_RECORDED_PROVENANCE, source="gdrlab/data/nccl")}
-
 
 
 def bus_bandwidth(size_bytes: int, time_us: float, nranks: int) -> tuple[float, float]:

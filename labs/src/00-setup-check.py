@@ -167,22 +167,46 @@ grading.check_equal(h200_missing["p2p"], "a second GPU", name="h200_missing['p2p
 ### END HIDDEN TESTS
 
 # %% [markdown] id="00-exercise-2-1-point"
-# ### Exercise 2 (1 point): how big is the H200's BAR1?
+# ### Exercise 2 (1 point): why is the H200's BAR1 256 GiB?
 #
-# Set `h200_bar1_gib` to the BAR1 size of GPU 0 on the H200 in GiB (1 GiB = 2**30 bytes), read
-# from the report (`h200["gpus"][0]["bar1_total_bytes"]`). Lab 01 explains why it matters.
+# The report gives the H200's BAR1 as `h200["gpus"][0]["bar1_total_bytes"]`; its memory is 141 GB
+# (NVIDIA's H200 data sheet; 141 × 10^9 bytes). A PCIe BAR's size is always a power of two: the
+# device says how many low address bits it decodes, and the window is aligned to its size. A GPU
+# whose BAR1 must map **all** of its memory at once therefore needs the smallest power of two at
+# least as large as that memory.
+#
+# Write `bar1_to_map_all(memory_bytes)`, the smallest power-of-two number of bytes that is at least
+# `memory_bytes`. The grader tries it on other GPUs than the H200 (a 5 GB Kepler, an 80 GiB part,
+# sizes that are already powers of two), so typing in the H200's figure earns nothing. Then set
+# `h200_bar1_headroom` to the H200's recorded BAR1 divided by its 141 GB: how much larger the window
+# is than what it has to map. Lab 01 shows what happens when BAR1 is far *smaller* than memory.
 
 # %% id="ex2-bar1" nbgrader={"grade": false, "grade_id": "ex2-bar1", "locked": false, "schema_version": 3, "solution": true}
+H200_MEMORY_BYTES = 141 * 10**9   # published (NVIDIA H200 data sheet)
+
+
+def bar1_to_map_all(memory_bytes: int) -> int:
+    ### BEGIN SOLUTION
+    return 1 << max(0, (int(memory_bytes) - 1).bit_length())
+    ### END SOLUTION
+
+
+h200_bar1_headroom = None
 ### BEGIN SOLUTION
-h200_bar1_gib = h200["gpus"][0]["bar1_total_bytes"] / 2**30
+h200_bar1_headroom = h200["gpus"][0]["bar1_total_bytes"] / H200_MEMORY_BYTES
 ### END SOLUTION
-print(h200_bar1_gib, "GiB")
+print(f"smallest BAR1 that maps 141 GB: {bar1_to_map_all(H200_MEMORY_BYTES) / 2**30:g} GiB; "
+      f"recorded on the H200: {h200['gpus'][0]['bar1_total_bytes'] / 2**30:g} GiB; headroom {h200_bar1_headroom}")
 
 # %% id="test-ex2-bar1" nbgrader={"grade": true, "grade_id": "test-ex2-bar1", "locked": true, "points": 1, "schema_version": 3, "solution": false}
-grading.check_between(h200_bar1_gib, 1, 4096, name="h200_bar1_gib", unit="GiB",
-                      hint="divide the byte count by 2**30")
+grading.check_true(bar1_to_map_all(4096) == 4096, "4096 bytes is already a power of two: a 4096-byte window maps it")
+grading.check_true(h200_bar1_headroom is not None and h200_bar1_headroom > 0, "set h200_bar1_headroom")
 ### BEGIN HIDDEN TESTS
-grading.check_close(h200_bar1_gib, 256, rel=0.01, name="h200_bar1_gib", unit="GiB")
+for _mem, _want in [(5 * 10**9, 2**33), (80 * 2**30, 2**37), (2**34, 2**34), (2**34 + 1, 2**35), (1, 1),
+                    (141 * 10**9, 2**38), (40 * 2**30, 2**36), (3 * 2**20, 2**22)]:
+    grading.check_equal(int(bar1_to_map_all(_mem)), _want, name=f"bar1_to_map_all({_mem})")
+grading.check_close(h200_bar1_headroom, h200["gpus"][0]["bar1_total_bytes"] / (141 * 10**9), rel=0.01,
+                    name="h200_bar1_headroom", hint="recorded BAR1 bytes divided by 141e9")
 ### END HIDDEN TESTS
 
 # %% [markdown] id="00-exercise-3-2-points"
@@ -268,8 +292,8 @@ grading.check_true(gdr_whatif == hw.path_availability(h200_with_hca)["gdr"],
 #   `gdr`: the GPU supports GPUDirect RDMA and dma-buf, libibverbs is there, yet there is no RDMA
 #   device. Adding one in the what-if report was enough, with no `nvidia-peermem` (let alone
 #   `nv_peer_mem`): dma-buf needs no extra module.
-# * Its BAR1 is 256 GiB, larger than the GPU's 141 GB of memory. Lab 01 shows why that number was
-#   once a hard limit (a K20 had 256 **MB**).
+# * Its BAR1 is 256 GiB, the smallest power of two that maps all 141 GB of its memory (about twice
+#   the memory). Lab 01 shows why that number was once a hard limit (a K20 had 256 **MB**).
 
 # %% [markdown] id="00-on-your-cluster"
 # ## On your cluster

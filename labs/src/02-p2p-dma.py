@@ -182,33 +182,71 @@ plot_sweep({"pinned H2D": h2d}, y="lat_p50_us", title="alpha-beta fit, H2D pinne
 # has not yet reached its streaming rate. The model adds a ramp term for that
 # (`ce_ramp_us`, `ce_ramp_bytes`); two numbers describe the ends of the curve, not every point.
 #
-# ### Exercise 2 (2 points): the price of pageable memory
+# ### Exercise 2 (2 points): what pageable memory costs, and where it goes
 #
-# Using the recorded H200 sweeps `grading.dataset("h200-copy-h2d-pinned")` and
-# `grading.dataset("h200-copy-h2d-pageable")`, set `pinned_over_pageable` to the ratio of their
-# bandwidths (`bw_gbps`) at the **largest size both contain**.
+# The copy engine can only DMA from memory the OS will not move, so a copy from **pageable** memory
+# is done by the CUDA driver in two steps: the CPU first copies the data into a pinned staging
+# buffer, then the copy engine DMAs it as a pinned copy would. Model the two steps as one after
+# the other, each at its own rate: per byte, the time of the pageable copy is the time of the
+# pinned copy plus the time of the staging copy (`1 / pageable = 1 / pinned + 1 / staging`, rates
+# in GB/s).
+#
+# * Write `staging_rate_gbps(pinned_gbps, pageable_gbps)`: the staging copy's rate that this model
+#   needs to turn the pinned rate into the pageable one; `None` when the pageable copy is not slower
+#   (the model then has no staging cost to find). The grader tries it on made-up rates, not only on
+#   the H200's.
+# * Set `h200_staging_gbps` to that rate for the recorded H200 at the **largest size both sweeps
+#   contain** (`grading.dataset("h200-copy-h2d-pinned")` and `"h200-copy-h2d-pageable"`,
+#   column `bw_gbps`).
+#
+# Then say in the written cell below whether that rate is believable for a CPU copy, and what it
+# would be if the driver overlapped the two steps instead.
 
 # %% id="ex2-pageable" nbgrader={"grade": false, "grade_id": "ex2-pageable", "locked": false, "schema_version": 3, "solution": true}
 pinned = grading.dataset("h200-copy-h2d-pinned")
 pageable = grading.dataset("h200-copy-h2d-pageable")
+
+
+def staging_rate_gbps(pinned_gbps, pageable_gbps):
+    ### BEGIN SOLUTION
+    if pageable_gbps >= pinned_gbps:
+        return None
+    return 1.0 / (1.0 / pageable_gbps - 1.0 / pinned_gbps)
+    ### END SOLUTION
+
+
+h200_staging_gbps = None
 ### BEGIN SOLUTION
-largest = max(set(pinned["size"]) & set(pageable["size"]))
-pinned_over_pageable = float(pinned.loc[pinned["size"] == largest, "bw_gbps"].iloc[0]
-                             / pageable.loc[pageable["size"] == largest, "bw_gbps"].iloc[0])
+_largest = max(set(pinned["size"]) & set(pageable["size"]))
+h200_staging_gbps = staging_rate_gbps(float(pinned.loc[pinned["size"] == _largest, "bw_gbps"].iloc[0]),
+                                      float(pageable.loc[pageable["size"] == _largest, "bw_gbps"].iloc[0]))
 ### END SOLUTION
-print(f"pinned is {pinned_over_pageable:.1f}x faster than pageable")
+print(f"staging copy the serial model needs on the H200: {h200_staging_gbps} GB/s")
 
 # %% id="test-ex2-pageable" nbgrader={"grade": true, "grade_id": "test-ex2-pageable", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-grading.check_between(pinned_over_pageable, 1.0, 20.0, name="pinned_over_pageable",
-                      hint="pinned bandwidth divided by pageable bandwidth")
+grading.check_true(staging_rate_gbps(20.0, 20.0) is None, "a pageable copy as fast as the pinned one leaves no staging cost")
+grading.check_true(h200_staging_gbps is not None and h200_staging_gbps > 0, "set h200_staging_gbps")
 ### BEGIN HIDDEN TESTS
+for (_pin, _pag), _want in [((50.0, 10.0), 12.5), ((20.0, 10.0), 20.0), ((12.0, 4.0), 6.0), ((100.0, 99.0), 9900.0)]:
+    grading.check_close(staging_rate_gbps(_pin, _pag), _want, rel=1e-6, name=f"staging_rate_gbps({_pin}, {_pag})")
+grading.check_true(staging_rate_gbps(10.0, 12.0) is None, "pageable faster than pinned: None")
 _p = grading.dataset("h200-copy-h2d-pinned").set_index("size")["bw_gbps"]
 _q = grading.dataset("h200-copy-h2d-pageable").set_index("size")["bw_gbps"]
 _n = max(set(_p.index) & set(_q.index))
-grading.check_close(pinned_over_pageable, _p[_n] / _q[_n], rel=0.01, name="pinned_over_pageable",
-                    hint="use the largest size present in both sweeps")
-grading.check_between(pinned_over_pageable, 2.0, 10.0, name="pinned_over_pageable")
+grading.check_close(h200_staging_gbps, 1.0 / (1.0 / _q[_n] - 1.0 / _p[_n]), rel=0.01, name="h200_staging_gbps",
+                    hint="the two bandwidths at the largest size present in both sweeps")
 ### END HIDDEN TESTS
+
+# %% [markdown] id="explain-staging-rate" nbgrader={"grade": true, "grade_id": "explain-staging-rate", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# Is the staging rate you found believable for a CPU copy, and what would it be if the driver
+# overlapped the CPU copy of one chunk with the DMA of the previous one?
+#
+# The serial model needs a staging copy of about 33 GB/s at 256 MiB (from 55 GB/s pinned and
+# 21 GB/s pageable). That is a fast rate for a CPU copy: compare it with the CPU copy measured live
+# in the next cell, which runs on another machine but is the same kind of copy. If the driver
+# overlapped the two steps completely, the pageable copy would run at the slower of the two, so the
+# staging copy would be the 21 GB/s measured and the DMA (55 GB/s) would wait for it. The truth lies
+# between the two models; either way the CPU's copy, not the PCIe link, sets the pageable rate.
 
 # %% [markdown] id="02-host-copy-intro"
 # ### Live on any machine: the CPU's own copy

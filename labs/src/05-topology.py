@@ -12,14 +12,16 @@
 #
 # 1. Read a PCIe tree and classify a GPU/NIC pair with nvidia-smi's codes (PIX, PXB, PHB,
 #    NODE, SYS).
-# 2. Pick the nearest NIC for each GPU.
-# 3. Apply NCCL's default rule for GPUDirect RDMA (only PIX or PXB) and know the knob
-#    (`NCCL_NET_GDR_LEVEL`).
+# 2. Pick the nearest NIC for each GPU, on a real DGX A100's `nvidia-smi topo -m` matrix.
+# 3. Apply NCCL's default rule for GPUDirect RDMA (only PIX or PXB), know the knob
+#    (`NCCL_NET_GDR_LEVEL`) and read NCCL's own decision in its log.
 # 4. Predict configuration A (same switch) against B (different sockets) with the model, and
 #    fix a process's placement with `numactl`.
 #
-# **Live on** any Linux machine (it reads its own tree); the machines shown are recorded hwloc
-# exports of real machines, and the graded questions give the same answers everywhere.
+# **Live on** any Linux machine (it reads its own tree); the machines shown are real: a recorded
+# hwloc export (DGX-2H), a DGX A100's `nvidia-smi topo -m` matrix and NCCL log lines posted in
+# NCCL's issue tracker (each cited where it appears). The graded questions give the same answers
+# everywhere.
 #
 # | duration | prerequisites |
 # |---|---|
@@ -126,6 +128,24 @@ if fig is not None:
 else:
     print("(the tree drawing is not available in this gdrlab; the matrices above show the same)")
 
+# %% [markdown] id="05-dgx-a100-matrix"
+# ### A real machine with NICs: a DGX A100's `nvidia-smi topo -m`
+#
+# The DGX-2H export above has no NICs, and the NVIDIA user guides we searched print no DGX matrix
+# with its NICs. What does exist is what users paste when they ask NCCL's developers for help: this
+# is the matrix a user posted for "the DGX A100 40GB node that I have access to" in NVIDIA/nccl issue
+# #1505 (2024-11-06). It is a **matrix, not a tree**: the codes nvidia-smi computed, without the
+# bridges behind them, so it is read with `gdrlab.topology.parse_topo_matrix` rather than the
+# tree readers. Only the header and the rows of GPU0-GPU3 are copied (verbatim); the issue also
+# shows the other rows and the `NIC Legend` that maps `NIC0`... to `mlx5_0`...
+
+# %% id="05-dgx-a100-matrix-code"
+dgx, dgx_label = lab05.recorded_matrix("dgx-a100")
+print(dgx_label)
+print("GPUs:", dgx.gpus, " NICs:", dgx.nics, " rows in the excerpt:", dgx.rows)
+print("rows that disagree with each other:", dgx.asymmetric_pairs() or "none")
+display(lab05.matrix_frame(dgx))
+
 # %% [markdown] id="05-exercise-1-classify-pairs"
 # ## Exercise 1 (2 points): classify placements from their description
 #
@@ -229,13 +249,89 @@ grading.check_equal(bool(nccl_uses_gdr("PXB")), True, name="default level is PXB
 grading.check_equal(bool(nccl_uses_gdr("NODE")), False, name="NODE at the default level")
 ### END HIDDEN TESTS
 
+# %% [markdown] id="05-exercise-dgx-a100"
+# ## Exercise 4 (2 points): the DGX A100's NICs
+#
+# Back to the real DGX A100 matrix of section 3 (`dgx`; `dgx.code("GPU2", "NIC2")` gives one
+# entry). Its 12 NICs are not all alike: which each GPU should use is for you to work out from the
+# codes, with your `pick_nearest_nic` and `nccl_uses_gdr`.
+#
+# * `dgx_nics`: for each GPU whose row the excerpt holds (`dgx.rows`), the **set** of NIC columns
+#   nearest to it (all of them when several tie);
+# * `dgx_gdr_default`: would NCCL, at its default `NCCL_NET_GDR_LEVEL`, use GPUDirect RDMA between
+#   GPU2 and the NICs you picked for it (`True`/`False`)?
+# * `dgx_forced_distance`: a job forces GPU2 onto NIC0 (say with `NCCL_IB_HCA`). NCCL 2.19 logs
+#   `GPU Direct RDMA Disabled for GPU <bus> / HCA <n> (distance D > L)`, where `D` is the type of the
+#   GPU-NIC path and `L` the farthest type `NCCL_NET_GDR_LEVEL` allows, both as numbers of NCCL's
+#   `src/graph/topo.h`, which from NCCL 2.12 to 2.25 reads LOC 0, NVL 1, NVB 2, PIX 3, PXB 4,
+#   PXN 5, PHB 6, SYS 7. Predict `(D, L)` for that pair at the default level.
+
+# %% id="ex-dgx-a100" nbgrader={"grade": false, "grade_id": "ex-dgx-a100", "locked": false, "schema_version": 3, "solution": true}
+dgx_nics = {gpu: None for gpu in dgx.rows}
+dgx_gdr_default = None
+dgx_forced_distance = None
+### BEGIN SOLUTION
+_codes = {g: {n: dgx.code(g, n) for n in dgx.nics} for g in dgx.rows}
+_nearest = {g: pick_nearest_nic(row) for g, row in _codes.items()}
+dgx_nics = {g: {n for n, c in row.items() if c == row[_nearest[g]]} for g, row in _codes.items()}
+dgx_gdr_default = nccl_uses_gdr(dgx.code("GPU2", _nearest["GPU2"]))
+dgx_forced_distance = (7, 4)   # NIC0 is SYS from GPU2 (PATH_SYS 7); the default level is PATH_PXB 4
+### END SOLUTION
+print(dgx_nics, dgx_gdr_default, dgx_forced_distance)
+
+# %% id="ex-dgx-a100-tests" nbgrader={"grade": true, "grade_id": "ex-dgx-a100-tests", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+assert set(dgx_nics) == set(dgx.rows), "one entry per GPU row of the excerpt"
+assert all(isinstance(v, (set, frozenset)) and v for v in dgx_nics.values()), "each entry a non-empty set of NIC columns"
+assert isinstance(dgx_gdr_default, bool), "dgx_gdr_default is True or False"
+### BEGIN HIDDEN TESTS
+_order = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
+for _g in dgx.rows:
+    _row = {_n: dgx.codes[_g][_n] for _n in dgx.nics}
+    _best = min(_order[_c] for _c in _row.values())
+    grading.check_set_equal(dgx_nics[_g], {_n for _n, _c in _row.items() if _order[_c] == _best},
+                            name=f"dgx_nics[{_g!r}]")
+_gpu2 = {dgx.codes["GPU2"][_n] for _n in dgx_nics["GPU2"]}
+grading.check_equal(dgx_gdr_default, _gpu2 <= {"PIX", "PXB"}, name="dgx_gdr_default")
+grading.check_equal(tuple(dgx_forced_distance or ()), (7, 4), name="dgx_forced_distance",
+                    hint="the pair's code as NCCL's path type, and the default limit, in NCCL 2.19's numbering")
+### END HIDDEN TESTS
+
 # %% [markdown] id="05-nccl-writes-log"
 # ### What NCCL writes in its log
 #
-# A recorded log from a machine with two H200s and **no RDMA device** (all-reduce with P2P and
-# shared memory turned off, so traffic goes through NCCL's network transport). Read it with care:
-# the only network transport there is `NET/Socket`, and its line `GPU Direct RDMA Disabled for
-# HCA 0 'eth0'` is not a topology decision: the socket transport cannot do GPUDirect RDMA at all.
+# NCCL says what it decided when `NCCL_DEBUG=INFO`. Two kinds of lines matter, and only one of
+# them is about distance (NCCL's source: `src/graph/topo.cc` and `src/graph/paths.cc`):
+#
+# * `NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'` says whether the network transport can
+#   hand GPU memory to that NIC at all (a peer-memory module or dma-buf), for every GPU alike;
+# * `GPU Direct RDMA Disabled for GPU ca000 / HCA 0 (distance 7 > 4)` is the **topology decision**
+#   for one GPU (bus id `ca000`) and one NIC: path type 7 is farther than the limit 4. The channel
+#   lines then end `via NET/IB/<n>/GDRDMA` when a connection uses GPUDirect RDMA and
+#   `via NET/IB/<n>` when it stages through host memory.
+#
+# This kit has no InfiniBand recording of its own (the recorded H200 pair has no HCA), so here are
+# lines users posted in NCCL's issue tracker, copied verbatim and read by `gdrlab.nccl.parse_log`
+# (sources in `gdrlab/data/nccl/README.md`): published logs, not measurements of this kit.
+
+# %% id="05-nccl-ib-decision-code"
+for where, explained in lab05.ib_gdr_lines():
+    print(where)
+    for line in explained:
+        print("  ", line)
+
+# %% [markdown] id="05-nccl-ib-decision"
+# Read the first one as NCCL's developers did in that issue: the poster's GPU and NIC were "not on
+# one PCIe switch"; in NCCL 2.12-2.25's numbering 7 is `SYS` and 4 is `PXB`, the default limit, so
+# NCCL refused GPUDirect RDMA and staged through host memory. The maintainer's answer: force it
+# with `NCCL_NET_GDR_LEVEL=SYS` if you must, but it "may not give you better performance if the NIC
+# and GPU are not on the same PCI switch". (From NCCL 2.27 these per-pair lines are printed only by
+# builds with tracing; the channel lines remain.) The second excerpt is the other outcome: four A100
+# on one node with P2P and shared memory turned off talk through their IB NICs, every channel
+# `via NET/IB/<n>/GDRDMA`.
+#
+# The line the recorded H200 logs *do* hold is of the first kind, and for a transport that can
+# never do it: `NET/Socket : GPU Direct RDMA Disabled for HCA 0 'eth0'` only says that TCP
+# sockets cannot take GPU memory. It is not a distance decision:
 
 # %% id="05-setup-2"
 from gdrlab.labsupport import nccl_log_lines
@@ -245,29 +341,32 @@ print(label)
 for line in lines:
     print(" ", line)
 
-# %% [markdown] id="05-nccl-ib-decision"
-# On a machine with an InfiniBand HCA, NCCL's IB transport (`NET/IB`) makes the distance decision
-# and says why in the same log. The channel lines end `via NET/IB/0/GDRDMA` when it uses GPUDirect
-# RDMA and `via NET/IB/0` when it stages; a refusal reads `GPU Direct RDMA Disabled for GPU <bus>
-# / HCA <n> (distance <d> > <max>)`, where the distance is the path type (PIX < PXB < PHB < SYS)
-# and `<max>` comes from `NCCL_NET_GDR_LEVEL` (the message format is in NCCL's source,
-# `src/graph/paths.cc`). No such log is recorded in this kit: the recorded H200 pair has no HCA.
+# %% [markdown] id="05-nccl-allreduce-intro"
+# ### What the recorded transports deliver
 #
-# What the three transports that *were* recorded deliver for one all-reduce of 256 MiB on the two
-# H200s (bus bandwidth; recorded, see the label):
+# The same two H200s ran one all-reduce benchmark three ways (NCCL's default, `NCCL_P2P_DISABLE=1`,
+# and `NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1`; NVLink multicast off in all three). What the numbers
+# are: gdrlab's own benchmark through PyTorch's `torch.distributed` (NCCL 2.28.9), two ranks, an
+# **in-place** all-reduce (sum) of float32 tensors; the time of a size is the slowest rank's mean
+# over its iterations (20 at 256 MiB); `algbw` = bytes / time and `busbw` = `algbw` × 2(n−1)/n,
+# nccl-tests' definitions, so with n = 2 the two are equal. GB/s are 10^9 bytes per second.
+# Two recordings ship: the dataset `h200x2-nccl-allreduce` (`gdrlab nccl --compare --json`,
+# 2026-11-30 04:45 UTC) and the `allreduce` lines at the end of the three `NCCL_DEBUG=INFO` logs
+# (an earlier run the same day; the logs' own timestamps read 02:36).
 
 # %% id="05-nccl-allreduce"
-ar = grading.dataset("h200x2-nccl-allreduce")
-big = ar[ar["size"] == ar["size"].max()][["config", "size", "busbw_gbps"]]
-print(provenance_label(ar.attrs.get("provenance"), "recorded"))
-display(big.assign(transport=big["config"].map({"default": "P2P over NVLink", "p2p_off": "SHM (host memory)",
-                                                 "p2p_shm_off": "NET/Socket (TCP)"})))
+figures = lab05.allreduce_figures()
+print(provenance_label(figures.attrs.get("provenance"), "recorded"), "- 256 MiB, busbw (= algbw at 2 ranks)")
+display(figures)
 
 # %% [markdown] id="05-nccl-allreduce-note"
-# About 297, 27 and 3.1 GB/s: NVLink, staging through host memory, and TCP sockets. An IB
-# network with GPUDirect RDMA would sit between the last two per NIC (a 400 Gb/s NDR port carries
-# at most 50 GB/s); the order of magnitude between host staging and sockets is what a missing or
-# refused GDR path costs once the network is in the way.
+# At 256 MiB: 297, 27 and 3.1 GB/s in the dataset, 299, 27 and 3.2 GB/s in the logs (the figures
+# quoted elsewhere for these runs are the logs' ones): NVLink, staging through host memory, and TCP
+# sockets over the guest's virtio Ethernet. The two runs differ by 0.7 %, 0.4 % and 2 %: run-to-run
+# spread, not a different setting. An InfiniBand network with GPUDirect RDMA is not in these
+# recordings; per NIC it would sit between the last two (a 400 Gb/s NDR port carries at most
+# 50 GB/s), and the factor of about 9 between host staging and sockets here is a guest's TCP stack,
+# not what a refused GDR path costs on an RDMA network.
 
 # %% [markdown] id="05-configuration-vs-b-predicted"
 # ## 5. Configuration A vs B
@@ -283,7 +382,7 @@ display(big.assign(transport=big["config"].map({"default": "P2P over NVLink", "p
 # staging. The model (`gdrlab.model`, profile `kepler-ivb-2014`, verbs level) has a `placement`
 # for each (`same-switch`, `cross-socket`).
 #
-# ## Exercise 4 (2 points): predict before you look
+# ## Exercise 5 (2 points): predict before you look
 #
 # Before running the plot below, commit two predictions for a 1 MiB message on `kepler-ivb-2014`:
 # `predicted_winner_b` (`"gdr"` or `"pipelined"`: which wins in B) and `predicted_ratio_a_over_b`
@@ -396,6 +495,10 @@ if own is not None and own.gpus:
 # * One pair of devices can be five different distances apart (`PIX`, `PXB`, `PHB`, `NODE`,
 #   `SYS`), and a block diagram is enough to say which. Only the first two are pairs NCCL uses
 #   GPUDirect RDMA on by default; on the recorded DGX-2 every GPU pair is `PIX` or `PXB` over PCIe.
+# * On a real DGX A100's matrix each GPU has two NICs at `PXB` and ten at `SYS`: give it one of the
+#   two and NCCL's default rule allows GPUDirect RDMA; force it onto another and NCCL's log says
+#   `(distance 7 > 4)` and stages through host memory. The socket transport's "Disabled" line is no
+#   such decision.
 # * Configuration B is not just slower GDR: in the model (profile `kepler-ivb-2014`, verbs level;
 #   modelled, not measured) it is slower than pipelined staging, so a GDR-only policy would have lost. That is lab 04's
 #   crossover moving with the placement.

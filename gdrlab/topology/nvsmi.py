@@ -1,0 +1,199 @@
+"""Reading the text of ``nvidia-smi topo -m``: the code of every GPU/NIC pair, each GPU's CPU and
+NUMA affinity, the code legend and the NIC legend.
+
+A matrix is what a learner can copy from a cluster node or a forum post; it holds the codes
+nvidia-smi computed, not the PCIe tree behind them (for that, :func:`gdrlab.topology.from_sysfs` or
+:func:`gdrlab.topology.from_hwloc`). :func:`parse_topo_matrix` reads one line at a time with string
+methods and fixed-width token checks, so its time is linear in the text; anything it cannot read
+is one :class:`gdrlab.errors.InvalidArgument` naming the line.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InvalidArgument
+
+__all__ = ["TopoMatrix", "parse_topo_matrix", "recorded_matrices", "MAX_MATRIX_CHARS"]
+
+_DATA = Path(__file__).resolve().parent.parent / "data" / "topo-matrix"
+MAX_MATRIX_CHARS = 1 << 20          # a 64-GPU, 64-NIC matrix is about 40 kB
+_MAX_DEVICES = 512
+# nvidia-smi's codes; SOC is the name drivers before 2017 printed for SYS.
+_CODES = frozenset({"X", "SYS", "NODE", "PHB", "PXB", "PIX", "SOC"})
+_NV = re.compile(r"NV[0-9]{1,3}")            # applied with fullmatch to one short token
+_ANSI = re.compile(r"\x1b\[[0-9;]{0,16}m")    # nvidia-smi underlines its header on a terminal
+_EXTRA = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+_DEVICE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+
+
+@dataclass(frozen=True)
+class TopoMatrix:
+    """One ``nvidia-smi topo -m`` matrix.
+
+    ``columns`` are the device names of the header in order (``GPU0``..., ``NIC0``... or, from
+    drivers before about 2021, ``mlx5_0``...); ``codes[row][column]`` the code of each pair a row
+    gives; ``cpu_affinity``, ``numa_affinity`` and ``gpu_numa_id`` the GPU rows' last columns as
+    printed (``"48-63,176-191"``, ``"3"``, ``"N/A"``); ``legend`` the code legend
+    (``{"PXB": "Connection traversing multiple PCIe bridges ..."}``) and ``nic_legend`` the NIC
+    legend (``{"NIC0": "mlx5_0"}``) when the text has them.
+    """
+
+    columns: tuple[str, ...]
+    codes: dict[str, dict[str, str]]
+    cpu_affinity: dict[str, str] = field(default_factory=dict)
+    numa_affinity: dict[str, str] = field(default_factory=dict)
+    gpu_numa_id: dict[str, str] = field(default_factory=dict)
+    legend: dict[str, str] = field(default_factory=dict)
+    nic_legend: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def gpus(self) -> list[str]:
+        """The GPU columns, in header order."""
+        return [c for c in self.columns if _is_gpu(c)]
+
+    @property
+    def nics(self) -> list[str]:
+        """The NIC columns (every column that is not a GPU), in header order."""
+        return [c for c in self.columns if not _is_gpu(c)]
+
+    @property
+    def rows(self) -> list[str]:
+        """The devices whose row the text holds (an excerpt may hold fewer than ``columns``)."""
+        return list(self.codes)
+
+    def code(self, a: str, b: str) -> str | None:
+        """The code between ``a`` and ``b`` from ``a``'s row, else from ``b``'s; None when neither
+        row is in the text. Unknown names raise InvalidArgument."""
+        for name in (a, b):
+            if name not in self.columns:
+                raise InvalidArgument(f"no device {name!r} in this matrix (devices: {', '.join(self.columns)})")
+        if a in self.codes:
+            return self.codes[a][b]
+        if b in self.codes:
+            return self.codes[b][a]
+        return None
+
+    def nic_device(self, column: str) -> str:
+        """The RDMA device name of a NIC column (``NIC0`` -> ``mlx5_0`` through the NIC legend);
+        the column itself when the legend is absent or the header already names the device."""
+        return self.nic_legend.get(column, column)
+
+    def asymmetric_pairs(self) -> list[tuple[str, str, str, str]]:
+        """``(a, b, code a->b, code b->a)`` for every pair both of whose rows are present and
+        disagree; nvidia-smi's matrix is symmetric, so a real one gives ``[]``."""
+        out = []
+        rows = self.rows
+        for i, a in enumerate(rows):
+            for b in rows[i + 1:]:
+                if self.codes[a][b] != self.codes[b][a]:
+                    out.append((a, b, self.codes[a][b], self.codes[b][a]))
+        return out
+
+
+def _is_gpu(name: str) -> bool:
+    return name.startswith("GPU") and name[3:].isdecimal()
+
+
+def _is_code(token: str) -> bool:
+    return token in _CODES or (len(token) <= 5 and _NV.fullmatch(token) is not None)
+
+
+def _header(tokens: list[str], rest: str, lineno: int) -> tuple[tuple[str, ...], list[str]]:
+    """Device names and the extra columns (``CPU Affinity``...) of a header line."""
+    names: list[str] = []
+    for tok in tokens:
+        if tok in ("CPU", "NUMA"):
+            break
+        if _DEVICE_NAME.fullmatch(tok) is None:
+            raise InvalidArgument(f"line {lineno}: {tok[:40]!r} is not a device name of an nvidia-smi matrix header")
+        names.append(tok)
+    if len(names) > _MAX_DEVICES:
+        raise InvalidArgument(f"line {lineno}: {len(names)} devices in the header; at most {_MAX_DEVICES} are read")
+    if len(set(names)) != len(names):
+        raise InvalidArgument(f"line {lineno}: a device name appears twice in the header")
+    extras = [label for label in _EXTRA if label in rest]
+    return tuple(names), extras
+
+
+def parse_topo_matrix(text: str) -> TopoMatrix:
+    """Read the text ``nvidia-smi topo -m`` printed (tabs or spaces, with or without its legends,
+    a whole matrix or an excerpt of its first rows).
+
+    The header is the first line whose first word is ``GPU0``; a row is a line whose first word
+    is one of the header's devices, followed by one code per device (``X`` on the diagonal) and,
+    for GPU rows, the affinity columns the header names. ``Legend:`` lines (``  PXB  = ...``) and
+    ``NIC Legend:`` lines (``  NIC0: mlx5_0``) are read when present; other lines (a shell prompt,
+    blank lines) are skipped.
+    """
+    if not isinstance(text, str):
+        raise InvalidArgument("parse_topo_matrix needs the matrix's text (str); read the file first")
+    if len(text) > MAX_MATRIX_CHARS:
+        raise InvalidArgument(f"{len(text)} characters is not an nvidia-smi matrix (at most {MAX_MATRIX_CHARS} are read)")
+    columns: tuple[str, ...] = ()
+    extras: list[str] = []
+    codes: dict[str, dict[str, str]] = {}
+    cpu: dict[str, str] = {}
+    numa: dict[str, str] = {}
+    numa_id: dict[str, str] = {}
+    legend: dict[str, str] = {}
+    nic_legend: dict[str, str] = {}
+    section = ""
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = _ANSI.sub("", raw) if "\x1b" in raw else raw
+        tokens = line.split()
+        if not tokens:
+            continue
+        first = tokens[0]
+        if line.strip() in ("Legend:", "NIC Legend:"):
+            section = line.strip()
+            continue
+        if not columns:
+            if first == "GPU0":
+                columns, extras = _header(tokens, line, lineno)
+                section = ""
+            continue
+        if first in columns and section == "":
+            if first in codes:
+                raise InvalidArgument(f"line {lineno}: a second row for {first}")
+            n = len(columns)
+            row = tokens[1:1 + n]
+            if len(row) < n:
+                raise InvalidArgument(f"line {lineno}: row {first} has {len(row)} codes for {n} devices")
+            for col, tok in zip(columns, row):
+                if not _is_code(tok):
+                    raise InvalidArgument(f"line {lineno}: {tok[:40]!r} (row {first}, column {col}) is not an "
+                                          "nvidia-smi topology code (X, PIX, PXB, PHB, NODE, SYS, NV#)")
+                if (col == first) != (tok == "X"):
+                    raise InvalidArgument(f"line {lineno}: row {first}, column {col}: 'X' belongs on the diagonal only")
+            codes[first] = dict(zip(columns, row))
+            tail = tokens[1 + n:]
+            if _is_gpu(first) and tail:
+                values = dict(zip(extras, tail))
+                if "CPU Affinity" in values:
+                    cpu[first] = values["CPU Affinity"]
+                if "NUMA Affinity" in values:
+                    numa[first] = values["NUMA Affinity"]
+                if "GPU NUMA ID" in values:
+                    numa_id[first] = values["GPU NUMA ID"]
+            continue
+        if section == "Legend:" and "=" in line:
+            key, _, meaning = line.partition("=")
+            if key.strip():
+                legend[key.strip()] = meaning.strip()
+        elif section == "NIC Legend:" and ":" in line:
+            key, _, dev = line.partition(":")
+            if key.strip() in columns:
+                nic_legend[key.strip()] = dev.strip()
+    if not columns:
+        raise InvalidArgument("no nvidia-smi topo -m header (a line starting with GPU0) in this text")
+    if not codes:
+        raise InvalidArgument("an nvidia-smi topo -m header but no device row under it")
+    return TopoMatrix(columns=columns, codes=codes, cpu_affinity=cpu, numa_affinity=numa, gpu_numa_id=numa_id,
+                      legend=legend, nic_legend=nic_legend)
+
+
+def recorded_matrices() -> dict[str, Path]:
+    """The shipped matrices of real machines: ``{name: path}`` (each cited in the folder's README)."""
+    return {p.stem: p for p in sorted(_DATA.glob("*.txt"))}
