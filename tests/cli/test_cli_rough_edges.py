@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gdrlab.commands import doctor
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EMPTY_SYSFS_HINT = "gdrlab topo --list"
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from sysfs_builder import gpu_nic_same_switch
 
-DATA = Path(__file__).parent / "data" / "hwloc"  # the fixture the tests edit
-SHIPPED = Path(__file__).resolve().parents[1] / "gdrlab" / "data" / "hwloc"  # real machines
+DATA = Path(__file__).resolve().parents[1] / "data" / "hwloc"  # the fixture the tests edit
+SHIPPED = Path(__file__).resolve().parents[2] / "gdrlab" / "data" / "hwloc"  # real machines
 PATHS = {"host", "staged", "shared", "pipelined", "gdr", "gdrcopy", "p2p", "p2p-staged"}
 GPU_KEYS = {"index", "name", "pci_bus_id", "bar1_total_bytes", "bar1_used_bytes", "pcie_gen",
             "pcie_width", "numa_node", "gdr_supported", "dmabuf_supported"}

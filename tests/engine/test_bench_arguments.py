@@ -20,7 +20,7 @@ from gdrlab.engine import bench
 from gdrlab.errors import InvalidArgument
 from gdrlab.transfer import tcp_wire
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # What each argument must change in the tests the driver asks the engine for.
 CASES = {
@@ -109,7 +109,7 @@ class _Frame(dict):
 def test_verbs_honours(name, fake_verbs_lib):
     if name == "local_peer=process":
         pytest.skip("the stand-in libibverbs moves bytes inside one process only; a process peer over "
-                    "verbs runs on a real HCA (tests/test_verbs_gpu.py)")
+                    "verbs runs on a real HCA (tests/verbs/test_verbs_gpu.py)")
     kw, check = CASES[name]
     r = subprocess.run([sys.executable, "-c", VERBS_SCRIPT, json.dumps(kw)], capture_output=True, text=True,
                        timeout=240, cwd=ROOT, env=dict(os.environ, GDRLAB_IBVERBS_LIB=fake_verbs_lib))

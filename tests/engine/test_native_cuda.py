@@ -18,7 +18,7 @@ import pytest
 
 from conftest import TIME_SCALE
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CUDA_API_H = ROOT / "native" / "src" / "core" / "cuda_api.h"
 FAKE_SRC = ROOT / "tests" / "fake_cuda" / "fake_cuda.c"
 

@@ -13,7 +13,7 @@ import pytest
 
 from test_native_cuda import FAKE_SRC, build_fake_cuda, run_with_fake_cuda
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FAKE_VERBS = ROOT / "tests" / "fake_verbs"
 
 pytestmark = pytest.mark.timeout(300)

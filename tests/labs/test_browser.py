@@ -42,7 +42,7 @@ from browser.smoke import (KIT_SWEEP_SIZES, QUICK_POINTS, count_code_cells, writ
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LAB_SOURCE = REPO / "labs" / "source"
 PY_MODULES = ("playwright", "jupyterlab", "ipywidgets", "jupyterlab_widgets", "anywidget", "plotly",
               "ipykernel", "nbformat")

@@ -25,7 +25,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = {p.parent.name[:2]: p for p in sorted((ROOT / "labs" / "source").glob("*/*.ipynb"))}
 PACKAGE = ROOT / "gdrlab"
 SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.DOTALL)

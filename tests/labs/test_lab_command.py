@@ -18,7 +18,7 @@ if UNDER_ASAN:
     pytest.skip("packaging and deployment tests run in the plain suite, not the sanitizer re-run",
                 allow_module_level=True)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 
 

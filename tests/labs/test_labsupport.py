@@ -16,7 +16,7 @@ import pytest
 
 from gdrlab.labsupport import lab03, lab04, lab05, provenance_label, quick_mode
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ----------------------------------------------------------------------------- package

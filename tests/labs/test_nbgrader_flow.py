@@ -28,7 +28,7 @@ if UNDER_ASAN:
 
 pytest.importorskip("nbgrader")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAB = "00-setup-check"
 COURSE = "gdrlab"
 DOC = ROOT / "docs" / "nbgrader-workflow.md"

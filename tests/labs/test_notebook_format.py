@@ -15,7 +15,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "labs" / "source").glob("*/*.ipynb"))
 IDS = [p.parent.name for p in SOURCES]
 _ID = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")

@@ -19,7 +19,7 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LABS = ROOT / "labs"
 SOURCES = sorted((LABS / "source").glob("*/*.ipynb"))
 CELL_TIMEOUT_S = 180

@@ -11,7 +11,7 @@ import pytest
 from gdrlab import model
 from gdrlab.errors import InvalidArgument, Unavailable
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "model.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "model.md"
 PROFILES = ["kepler-snb-2013", "kepler-ivb-2014", "volta-dgx1", "hopper-ndr", "h200-lab"]
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 SIZES = np.unique(np.r_[np.round(np.geomspace(1, GiB, 60)), [c * 256 * KiB + d for c in (1, 2, 3, 7)

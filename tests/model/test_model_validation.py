@@ -10,7 +10,7 @@ import pytest
 from gdrlab import model
 from gdrlab.model import routes
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "model.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "model.md"
 TOLERANCE = 0.25
 
 

@@ -25,7 +25,7 @@ if UNDER_ASAN:
 import yaml  # noqa: E402
 from packaging.requirements import Requirement  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CI = os.environ.get("CI") == "true"
 SYSTEM_DEPS = "scripts/install-system-deps.sh"
 PY_DEPS = "scripts/install-gdrlab.sh"

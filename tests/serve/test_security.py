@@ -13,7 +13,7 @@ import pytest
 from gdrlab import engine
 from gdrlab.errors import AuthError, ProtocolError
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "gdrlab"
 NATIVE = ROOT / "native"
 MAGIC = 0x4C524447

@@ -241,7 +241,7 @@ def test_doctor_matches_nvidia_smi_q():
 
 
 # ----------------------------------------------------------------------------- recorded trees
-SYSFS = Path(__file__).parent / "data" / "sysfs"
+SYSFS = Path(__file__).resolve().parents[1] / "data" / "sysfs"
 
 
 def test_recorded_cpu_vm_has_no_gpu():

@@ -20,7 +20,7 @@ from gdrlab.topology.hwloc import parse_bitmap
 
 PARSE_BOUND_S = 2.0 * TIME_SCALE  # the fixed parsers take well under 0.5 s on every case below
 CLI_BOUND_S = 30.0 * TIME_SCALE  # a whole `python -m gdrlab` process: start-up plus the parse
-DGX2 = (Path(__file__).resolve().parents[1] / "gdrlab" / "data" / "hwloc" / "nvidiaDGX2.xml").read_text()
+DGX2 = (Path(__file__).resolve().parents[2] / "gdrlab" / "data" / "hwloc" / "nvidiaDGX2.xml").read_text()
 MB = 1 << 20
 
 

@@ -41,8 +41,8 @@ import pytest
 
 from gdrlab.topology import PciTreeWarning, from_hwloc, recorded_machines
 
-DATA = Path(__file__).parent / "data" / "hwloc"  # the fixture the tests edit
-SHIPPED = Path(__file__).resolve().parents[1] / "gdrlab" / "data" / "hwloc"  # real machines
+DATA = Path(__file__).resolve().parents[1] / "data" / "hwloc"  # the fixture the tests edit
+SHIPPED = Path(__file__).resolve().parents[2] / "gdrlab" / "data" / "hwloc"  # real machines
 
 
 def parse_table(text: str) -> dict[str, dict[str, str]]:

@@ -20,9 +20,9 @@ from gdrlab.errors import InvalidArgument
 from gdrlab.topology import PciTreeWarning, check_pci_tree, from_hwloc, from_sysfs, recorded_machines
 from sysfs_builder import BRIDGE_CLASS, GPU_CLASS, NVIDIA, gpu_nic_same_switch
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 FIXTURE = DATA / "hwloc" / "32em64t-2n8c2t-pci-normalio.xml"
-SHIPPED = Path(__file__).resolve().parents[1] / "gdrlab" / "data" / "hwloc"  # real machines
+SHIPPED = Path(__file__).resolve().parents[2] / "gdrlab" / "data" / "hwloc"  # real machines
 DGX2 = (SHIPPED / "nvidiaDGX2.xml").read_text()
 
 

@@ -116,7 +116,7 @@ def test_capture_script_round_trip(tmp_path):
     t = gpu_nic_same_switch(src)
     (t.dirs["0000:03:00.0"] / "resource0").write_bytes(b"\0" * 16)
     (t.dirs["0000:03:00.0"] / "config").write_bytes(b"\xde\x10\x35\x23")
-    script = Path(__file__).resolve().parent.parent / "bench" / "capture_sysfs.py"
+    script = Path(__file__).resolve().parents[2] / "bench" / "capture_sysfs.py"
     p = subprocess.run([sys.executable, str(script), str(out), "--root", str(src)],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr

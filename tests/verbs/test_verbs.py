@@ -21,7 +21,7 @@ from gdrlab import _native
 from gdrlab.errors import InvalidArgument, ProtocolError, Unavailable
 
 V = _native.verbs
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NO_DEVICE = "no RDMA device found (/sys/class/infiniband is empty)"
 MISSING_LIB = "libibverbs.so.1 not found"
 

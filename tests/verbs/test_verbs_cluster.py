@@ -16,7 +16,7 @@ import pytest
 
 from gdrlab import _native
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 V = _native.verbs
 pytestmark = pytest.mark.timeout(300)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCH_COLUMNS = ["path", "wire", "size", "iters", "lat_min_us", "lat_p50_us", "lat_p99_us", "lat_mean_us", "bw_gbps",
                  "verified", "chunk", "depth", "source"]
 
