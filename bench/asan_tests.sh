@@ -5,7 +5,7 @@
 # Environment: ASAN_VENV (default build/asan-venv), PYTHON (default python3).
 # The interpreter itself is not instrumented, so libasan is preloaded; Python's own allocations
 # look like leaks to LeakSanitizer, so leak detection is off (fd and memory leaks are covered by
-# tests/test_resources.py). Any ASan or UBSan report aborts the process and fails the run.
+# tests/engine/test_resources.py). Any ASan or UBSan report aborts the process and fails the run.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -43,7 +43,7 @@ if [ $# -eq 0 ]; then
   # Pure-Python checks of notebooks, grading and typing need Jupyter, jupytext and mypy, which this
   # venv leaves out: they run once, in the main suite.
   set -- tests -m "not gpu and not multigpu and not rdma and not notebook and not browser" \
-    --ignore=tests/test_grading_integrity.py --ignore=tests/test_notebook_format.py --ignore=tests/test_package.py
+    --ignore=tests/labs/test_grading_integrity.py --ignore=tests/labs/test_notebook_format.py --ignore=tests/package/test_package.py
 fi
 export LD_PRELOAD="$PRELOAD"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:strict_string_checks=1:check_initialization_order=1:detect_stack_use_after_return=1"

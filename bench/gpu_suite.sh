@@ -54,7 +54,7 @@ fi
 if has tests; then
   step "tests (gpu marker + engine)"
   $PY -m pytest tests -m "gpu or multigpu" -rs -q -p no:cacheprovider 2>&1 | tee "$R/pytest-gpu.txt" | tail -40
-  $PY -m pytest tests/test_engine.py tests/test_units.py tests/test_native_cuda.py tests/test_native_verbs.py tests/test_native_wire.py -q -rs -p no:cacheprovider 2>&1 | tee "$R/pytest-native.txt" | tail -12
+  $PY -m pytest tests/engine/test_engine.py tests/engine/test_units.py tests/engine/test_native_cuda.py tests/engine/test_native_verbs.py tests/serve/test_native_wire.py -q -rs -p no:cacheprovider 2>&1 | tee "$R/pytest-native.txt" | tail -12
 fi
 
 if has bench; then
@@ -81,7 +81,7 @@ fi
 
 if has extra; then
   step "extra"
-  PYTHON=$PY timeout 240 bash bench/gpu_memcheck.sh tests/test_engine_gpu.py -m gpu > "$R/memcheck.txt" 2>&1
+  PYTHON=$PY timeout 240 bash bench/gpu_memcheck.sh tests/engine/test_engine_gpu.py -m gpu > "$R/memcheck.txt" 2>&1
   echo "memcheck exit $?"; tail -15 "$R/memcheck.txt"
   [ -x bench/gpu_multi.sh ] && timeout 300 bash bench/gpu_multi.sh "$R" 2>&1 | tail -10
 fi

@@ -17,7 +17,7 @@
 #                                 clang only recommends; libclang-rt-dev pulls the one matching
 #                                 the default clang, and libclang-rt-14-dev is named for bookworm
 #   chromium                      the browser test of the labs in JupyterLab
-#   and "shellcheck"              tests/test_deploy.py checks every shell script and recipe with it
+#   and "shellcheck"              tests/package/test_deploy.py checks every shell script and recipe with it
 set -euo pipefail
 PACKAGES=(g++ cmake make python3-venv python3-dev
           openmpi-bin libopenmpi-dev openssh-client libibverbs1 libibverbs-dev)

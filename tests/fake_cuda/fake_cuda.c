@@ -3,7 +3,7 @@
  * can be made to fail: GDRLAB_FAKE_CUDA_FAIL names it (the CUDA driver's entry point name without
  * a _v2 suffix), GDRLAB_FAKE_CUDA_FAIL_AFTER lets that many calls succeed first; the failure
  * returns CUDA_ERROR_OUT_OF_MEMORY (2). The test build adds a stub returning 0 for every other
- * symbol the engine requires (tests/test_native_cuda.py). */
+ * symbol the engine requires (tests/engine/test_native_cuda.py). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

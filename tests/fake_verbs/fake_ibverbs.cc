@@ -1,4 +1,4 @@
-// A stand-in for libibverbs.so.1 used by tests/test_verbs_fake.py: one InfiniBand device whose
+// A stand-in for libibverbs.so.1 used by tests/verbs/test_verbs_fake.py: one InfiniBand device whose
 // "HCA" is memcpy inside one process. It exports the same calls the engine resolves and fills the
 // context's ops table (post_send, post_recv, poll_cq), so the engine's real code paths run:
 // loader, queue-pair state machine, connection exchange, RDMA WRITE WITH IMM, completions.

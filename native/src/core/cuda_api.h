@@ -1,6 +1,6 @@
 // The CUDA driver API, loaded from libcuda.so.1 with dlopen at first use.
 // Only the types, enums and entry points the engine uses are declared here, so the build needs
-// no CUDA toolkit (tests/test_native_cuda.py checks these values against cuda.h when one exists).
+// no CUDA toolkit (tests/engine/test_native_cuda.py checks these values against cuda.h when one exists).
 #pragma once
 #include <cstddef>
 #include <cstdint>

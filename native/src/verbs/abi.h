@@ -1,6 +1,6 @@
 // The parts of rdma-core's <infiniband/verbs.h> ABI that the engine uses, declared here so the
 // build needs no rdma-core headers. Layouts and values follow verbs.h exactly (they are kernel/user
-// ABI and stable since IBVERBS_1.1); tests/test_verbs_abi.py compiles these declarations next to
+// ABI and stable since IBVERBS_1.1); tests/verbs/test_verbs_abi.py compiles these declarations next to
 // the real header, where one is installed, and compares every size, offset and enum value.
 //
 // Everything lives in gdrlab::ibv so the real header can be included in the same translation unit.
