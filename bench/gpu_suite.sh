@@ -54,7 +54,7 @@ fi
 if has tests; then
   step "tests (gpu marker + engine)"
   $PY -m pytest tests -m "gpu or multigpu" -rs -q -p no:cacheprovider 2>&1 | tee "$R/pytest-gpu.txt" | tail -40
-  $PY -m pytest tests/engine/test_engine.py tests/engine/test_units.py tests/engine/test_native_cuda.py tests/engine/test_native_verbs.py tests/serve/test_native_wire.py -q -rs -p no:cacheprovider 2>&1 | tee "$R/pytest-native.txt" | tail -12
+  $PY -m pytest tests/engine/test_engine.py tests/engine/test_units.py tests/engine/test_native_cuda.py tests/verbs/test_native_verbs.py tests/serve/test_native_wire.py -q -rs -p no:cacheprovider 2>&1 | tee "$R/pytest-native.txt" | tail -12
 fi
 
 if has bench; then

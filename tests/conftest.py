@@ -38,12 +38,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 import pytest
 
-__all__ = ["ServeProcess", "NativeServer", "count_fds", "read_vmlck_kb", "child_processes", "TIME_SCALE", "UNDER_ASAN"]
+__all__ = ["TIME_SCALE", "UNDER_ASAN", "NativeServer", "ServeProcess", "child_processes", "count_fds", "read_vmlck_kb"]
 
 SERVE_START_TIMEOUT_S = 30.0
 # Under AddressSanitizer (bench/asan_tests.sh preloads libasan) a Python process starts and exits
@@ -214,7 +214,7 @@ class NativeServer:
     def served(self) -> int:
         return int(self.server.clients_served)
 
-    def start(self) -> "NativeServer":
+    def start(self) -> NativeServer:
         from gdrlab.engine import native
 
         self.server = native().Server("127.0.0.1", 0, self.token, self.timeout_ms)
@@ -344,3 +344,24 @@ def pytest_sessionfinish(session, exitstatus):
         nat = engine.native()
         print(f"\ngdrlab engine at exit: {nat.live_device_bytes()} device bytes, "
               f"{nat.live_pinned_bytes()} pinned bytes still allocated", flush=True)
+
+
+# --------------------------------------------------------------------------- stand-in libraries
+# Built once per run (tests/standins.py): libcuda alone, libcuda with libibverbs, and both with
+# dma-buf. Each skips the tests that use it where no compiler is installed.
+@pytest.fixture(scope="session")
+def fake_cuda_dir(tmp_path_factory: pytest.TempPathFactory):  # -> Path
+    from standins import build_fake_cuda
+    return build_fake_cuda(tmp_path_factory.mktemp("fake_cuda"))
+
+
+@pytest.fixture(scope="session")
+def stand_ins(tmp_path_factory: pytest.TempPathFactory):  # -> tuple[Path, str]
+    from standins import build_verbs_stand_ins
+    return build_verbs_stand_ins(tmp_path_factory.mktemp("stand_ins"))
+
+
+@pytest.fixture(scope="session")
+def dmabuf_stand_ins(tmp_path_factory: pytest.TempPathFactory):  # -> tuple[Path, str]
+    from standins import build_dmabuf_stand_ins
+    return build_dmabuf_stand_ins(tmp_path_factory.mktemp("dmabuf_stand_ins"))

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from test_native_cuda import FAKE_SRC, _required_symbols, run_with_fake_cuda
+from standins import FAKE_SRC, _required_symbols, run_with_fake_cuda
 
 from gdrlab import engine
 from gdrlab.errors import InvalidArgument, Unavailable

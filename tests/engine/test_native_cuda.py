@@ -5,58 +5,14 @@ made. Where the CUDA toolkit's cuda.h exists, the constants the engine declares 
 compared with it."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-
-from conftest import TIME_SCALE
-
-ROOT = Path(__file__).resolve().parents[2]
-CUDA_API_H = ROOT / "native" / "src" / "core" / "cuda_api.h"
-FAKE_SRC = ROOT / "tests" / "fake_cuda" / "fake_cuda.c"
-
-
-def _required_symbols() -> list[str]:
-    """The exported names of every entry point the engine loads (its REQ/OPT list)."""
-    return re.findall(r'(?:REQ|OPT)\(\w+, "(\w+)"', CUDA_API_H.read_text())
-
-
-def build_fake_cuda(d: Path) -> Path:
-    """Builds the stand-in as d/libcuda.so.1 (skips the test without a C compiler); returns d."""
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if not cc:
-        pytest.skip("no C compiler (cc) to build the stand-in libcuda")
-    implemented = set(re.findall(r"^int (\w+)\(", FAKE_SRC.read_text(), re.M))
-    rest = [s for s in _required_symbols() if s not in implemented]
-    (d / "rest.c").write_text("".join(f"int {s}(void) {{ return 0; }}\n" for s in rest))
-    r = subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wl,-soname,libcuda.so.1", str(FAKE_SRC), str(d / "rest.c"),
-                        "-o", str(d / "libcuda.so.1")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return d
-
-
-@pytest.fixture(scope="module")
-def fake_cuda_dir(tmp_path_factory) -> Path:
-    return build_fake_cuda(tmp_path_factory.mktemp("fake_cuda"))
-
-
-def run_with_fake_cuda(fake_dir: Path, script: str, **env: str) -> dict:
-    """Runs `script` in a fresh interpreter that loads the stand-in; returns the JSON it prints."""
-    e = dict(os.environ)
-    e["LD_LIBRARY_PATH"] = f"{fake_dir}:{e.get('LD_LIBRARY_PATH', '')}"
-    e.update(env)
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, env=e,
-                       timeout=60 * TIME_SCALE)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
-
+from standins import CUDA_API_H, ROOT, _required_symbols, run_with_fake_cuda  # noqa: F401
 
 CATCH = """
     import ctypes, json, threading
@@ -148,7 +104,7 @@ def test_hand_declared_constants_match_cuda_h(tmp_path):
     if not cxx:
         pytest.skip("no C++ compiler")
     text = CUDA_API_H.read_text()
-    enums = "\n".join(re.findall(r"enum : \w+ \{(.*?)\};", text, re.S))
+    enums = "\n".join(re.findall(r"enum : \w+ \{(.*?)\};", text, re.DOTALL))
     consts = dict(re.findall(r"\b((?:CUDA|CU)_[A-Z0-9_]+) = (0x[0-9a-fA-F]+|\d+)", enums))
     assert len(consts) > 20, "the constant parser found too few entries"
     prog = ["#include <cuda.h>", "#include <cstdio>", "int main() {"]

@@ -18,9 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from test_native_cuda import FAKE_SRC, build_fake_cuda, run_with_fake_cuda
-from test_native_verbs import FAKE_VERBS, RUN, dmabuf_stand_ins  # noqa: F401 (a fixture)
+from standins import FAKE_SRC, FAKE_VERBS, RUN, build_fake_cuda, run_with_fake_cuda
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -37,14 +35,14 @@ READS = RUN.replace("print(json.dumps(out))", """r = (ctypes.c_longlong * 9)()
 
 
 @pytest.fixture(scope="module")
-def pre_113_stand_ins(tmp_path_factory, dmabuf_stand_ins) -> tuple[Path, str]:  # noqa: F811
+def pre_113_stand_ins(tmp_path_factory, dmabuf_stand_ins) -> tuple[Path, str]:
     """The dma-buf stand-ins, with a libcuda that does not export cuFlushGPUDirectRDMAWrites."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
         pytest.skip("cc is needed to build the stand-in libcuda")
     d = build_fake_cuda(tmp_path_factory.mktemp("pre_113"))
     extra = FAKE_VERBS / "fake_cuda_dmabuf.c"
-    mine = set(re.findall(r"^int (\w+)\(", extra.read_text(), re.M))
+    mine = set(re.findall(r"^int (\w+)\(", extra.read_text(), re.MULTILINE))
     rest = d / "rest.c"
     rest.write_text("".join(line + "\n" for line in rest.read_text().splitlines()
                             if re.match(r"int (\w+)\(", line).group(1) not in mine))
@@ -71,14 +69,14 @@ def _gdr(stand_ins, tmp_path, **env: str) -> dict:
     ("0", "100", 0, 0),   # no host flush needed where writes are ordered
     ("2", "0", 0, 3),     # only the MEMOPS bit: the host call is not supported
 ])
-def test_exactly_the_expected_flush_runs(dmabuf_stand_ins, tmp_path, options, ordering, host, reads):  # noqa: F811
+def test_exactly_the_expected_flush_runs(dmabuf_stand_ins, tmp_path, options, ordering, host, reads):
     out = _gdr(dmabuf_stand_ins, tmp_path, GDRLAB_FAKE_CUDA_FLUSH_OPTIONS=options, GDRLAB_FAKE_CUDA_ORDERING=ordering)
     assert out.get("verified") is True and out["mechanism"] == "dmabuf", out
     assert (out["flushes"], out["reads"]) == (host, reads), out
     assert out["violations"] == 0 and out["qps"] == 0 and out["regions"] == 0, out
 
 
-def test_the_read_is_one_byte_of_the_gpu_buffer_on_a_self_connected_queue_pair(dmabuf_stand_ins, tmp_path):  # noqa: F811
+def test_the_read_is_one_byte_of_the_gpu_buffer_on_a_self_connected_queue_pair(dmabuf_stand_ins, tmp_path):
     out = _gdr(dmabuf_stand_ins, tmp_path, GDRLAB_FAKE_CUDA_FLUSH_OPTIONS="0", GDRLAB_FAKE_CUDA_ORDERING="0")
     assert out.get("verified") is True and out["reads"] == 3, out
     read = out["read"]
@@ -101,7 +99,7 @@ def test_missing_host_api_with_the_host_bit_still_reads(pre_113_stand_ins, tmp_p
     assert out.get("verified") is True and out["host_api"] is False and out["reads"] == 3, out
 
 
-def test_unknown_attributes_with_the_api_present_read(dmabuf_stand_ins, tmp_path):  # noqa: F811
+def test_unknown_attributes_with_the_api_present_read(dmabuf_stand_ins, tmp_path):
     out = _gdr(dmabuf_stand_ins, tmp_path, GDRLAB_FAKE_CUDA_ATTRS_UNKNOWN="1")
     assert out.get("verified") is True and (out["flushes"], out["reads"]) == (0, 3), out
 
@@ -109,23 +107,23 @@ def test_unknown_attributes_with_the_api_present_read(dmabuf_stand_ins, tmp_path
 @pytest.mark.parametrize("env,reads", [({"NCCL_GDR_FLUSH_DISABLE": "1"}, 0), ({"GDRLAB_GDR_FLUSH_DISABLE": "1"}, 0),
                                        ({"GDRLAB_GDR_FLUSH_DISABLE": "0", "NCCL_GDR_FLUSH_DISABLE": "1"}, 3),
                                        ({"NCCL_GDR_FLUSH_DISABLE": "0"}, 3)])
-def test_flush_disable_follows_nccl(dmabuf_stand_ins, tmp_path, env, reads):  # noqa: F811
+def test_flush_disable_follows_nccl(dmabuf_stand_ins, tmp_path, env, reads):
     out = _gdr(dmabuf_stand_ins, tmp_path, GDRLAB_FAKE_CUDA_FLUSH_OPTIONS="0", GDRLAB_FAKE_CUDA_ORDERING="0", **env)
     assert out.get("verified") is True and out["reads"] == reads, out
 
 
-def test_flush_disable_also_skips_the_host_call(dmabuf_stand_ins, tmp_path):  # noqa: F811
+def test_flush_disable_also_skips_the_host_call(dmabuf_stand_ins, tmp_path):
     out = _gdr(dmabuf_stand_ins, tmp_path, GDRLAB_FAKE_CUDA_FLUSH_OPTIONS="1", GDRLAB_FAKE_CUDA_ORDERING="0",
                NCCL_GDR_FLUSH_DISABLE="1")
     assert out.get("verified") is True and (out["flushes"], out["reads"]) == (0, 0), out
 
 
-def test_bad_flush_disable_value_names_the_variable(dmabuf_stand_ins, tmp_path):  # noqa: F811
+def test_bad_flush_disable_value_names_the_variable(dmabuf_stand_ins, tmp_path):
     out = _gdr(dmabuf_stand_ins, tmp_path, NCCL_GDR_FLUSH_DISABLE="yes")
     assert out.get("raised") == "InvalidArgument" and "NCCL_GDR_FLUSH_DISABLE='yes'" in out["message"], out
 
 
-def test_failed_read_completion_is_a_clear_error(dmabuf_stand_ins, tmp_path):  # noqa: F811
+def test_failed_read_completion_is_a_clear_error(dmabuf_stand_ins, tmp_path):
     # The second READ is the server's, after the verification message: its error ends that test on
     # the server and reaches the client as the test's error (a failure on the client's side would
     # leave the server waiting out its 30 s queue-pair timeout).
@@ -139,7 +137,7 @@ def test_failed_read_completion_is_a_clear_error(dmabuf_stand_ins, tmp_path):  #
     assert out["reads"] == 2 and out["violations"] == 0 and out["qps"] == 0 and out["regions"] == 0, out
 
 
-def test_host_paths_never_flush(dmabuf_stand_ins, tmp_path):  # noqa: F811
+def test_host_paths_never_flush(dmabuf_stand_ins, tmp_path):
     d, lib = dmabuf_stand_ins
     out = run_with_fake_cuda(d, READS.format(path="shared", mode=0), GDRLAB_IBVERBS_LIB=lib,
                              GDRLAB_FAKE_CUDA_FLUSH_OPTIONS="0", GDRLAB_FAKE_CUDA_ORDERING="0")
@@ -160,13 +158,13 @@ STATUS = """
     ({"GDRLAB_FAKE_CUDA_ATTRS_UNKNOWN": "1"}, "rdma-read"),
     ({"GDRLAB_FAKE_CUDA_FLUSH_OPTIONS": "0", "GDRLAB_FAKE_CUDA_ORDERING": "0", "NCCL_GDR_FLUSH_DISABLE": "1"}, "none"),
 ])
-def test_status_says_which_flush_gdr_will_use(dmabuf_stand_ins, env, flush):  # noqa: F811
+def test_status_says_which_flush_gdr_will_use(dmabuf_stand_ins, env, flush):
     d, lib = dmabuf_stand_ins
     clean = {"GDRLAB_GDR_FLUSH_DISABLE": "", "NCCL_GDR_FLUSH_DISABLE": ""}
     assert run_with_fake_cuda(d, STATUS, GDRLAB_IBVERBS_LIB=lib, **{**clean, **env}) == [flush, ""]
 
 
-def test_status_reports_a_bad_flush_setting_without_raising(dmabuf_stand_ins):  # noqa: F811
+def test_status_reports_a_bad_flush_setting_without_raising(dmabuf_stand_ins):
     d, lib = dmabuf_stand_ins
     flush, reason = run_with_fake_cuda(d, STATUS, GDRLAB_IBVERBS_LIB=lib, GDRLAB_GDR_FLUSH_DISABLE="on",
                                        NCCL_GDR_FLUSH_DISABLE="")
@@ -175,7 +173,7 @@ def test_status_reports_a_bad_flush_setting_without_raising(dmabuf_stand_ins):  
 
 @pytest.mark.parametrize("env", [{"FAKE_IBV_LINK": "roce"}, {"FAKE_IBV_GRH_REQUIRED": "1"},
                                  {"FAKE_IBV_LINK": "roce", "NCCL_IB_ADDR_FAMILY": "AF_INET6"}])
-def test_the_loopback_queue_pair_is_addressed_like_the_data_one(dmabuf_stand_ins, tmp_path, env):  # noqa: F811
+def test_the_loopback_queue_pair_is_addressed_like_the_data_one(dmabuf_stand_ins, tmp_path, env):
     # RoCE: a GRH with its own GID at the data QP's GID index; a port that requires a GRH gets one.
     out = _gdr(dmabuf_stand_ins, tmp_path, GDRLAB_FAKE_CUDA_FLUSH_OPTIONS="0", GDRLAB_FAKE_CUDA_ORDERING="0", **env)
     assert out.get("verified") is True and out["reads"] == 3 and out["read"]["self"] == 1, out

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 from conftest import TIME_SCALE
-from test_native_cuda import build_fake_cuda, run_with_fake_cuda
+from standins import build_fake_cuda, run_with_fake_cuda
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KiB, MiB = 1 << 10, 1 << 20
 
 pytestmark = pytest.mark.timeout(300)

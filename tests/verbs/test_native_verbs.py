@@ -4,58 +4,12 @@ teardown steps taken out of order (a memory region or protection domain released
 pair of that domain lives, a completion queue destroyed under a queue pair)."""
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-
-from test_native_cuda import FAKE_SRC, build_fake_cuda, run_with_fake_cuda
-
-ROOT = Path(__file__).resolve().parents[2]
-FAKE_VERBS = ROOT / "tests" / "fake_verbs"
+from standins import ROOT, RUN, run_with_fake_cuda  # noqa: F401
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="module")
-def stand_ins(tmp_path_factory) -> tuple[Path, str]:
-    gxx = shutil.which("g++")
-    if not gxx:
-        pytest.skip("g++ is not installed: cannot build the stand-in libibverbs")
-    d = build_fake_cuda(tmp_path_factory.mktemp("stand_ins"))
-    lib = d / "libfakeibverbs.so"
-    r = subprocess.run([gxx, "-std=c++17", "-shared", "-fPIC", "-O1", f"-I{ROOT / 'native' / 'src'}",
-                        str(FAKE_VERBS / "fake_ibverbs.cc"), f"-Wl,--version-script={FAKE_VERBS / 'fake_ibverbs.map'}",
-                        "-o", str(lib)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return d, str(lib)
-
-
-RUN = """
-    import ctypes, json, sys, threading
-    from gdrlab import _native, errors
-    cuda, ibv = ctypes.CDLL("libcuda.so.1"), ctypes.CDLL(_native.verbs.status()["library"])
-    path = sys.argv[1] if len(sys.argv) > 1 else "{path}"
-    srv = _native.Server("127.0.0.1", 0, "tok", 10000)
-    peer = threading.Thread(target=srv.serve_one, args=(10000,))
-    peer.start()
-    client = _native.verbs.Client("127.0.0.1", srv.port, "tok", 10000)
-    out = {{}}
-    try:
-        samples, _, verified, info = client.run(path, {mode}, 100003, 3, 1, 2, 16384, 3, 0, 9)
-        out.update(samples=len(samples), verified=verified, mechanism=info["mechanism"])
-    except errors.GdrlabError as e:
-        out.update(raised=type(e).__name__, call=e.call, message=str(e))
-    client.close()
-    peer.join()
-    out.update(violations=ibv.fake_ibv_order_violations(), qps=ibv.fake_ibv_live_qps(),
-               streams=cuda.fake_cuda_live_streams(), events=cuda.fake_cuda_live_events(),
-               allocs=cuda.fake_cuda_live_allocs(), pinned=_native.live_pinned_bytes(),
-               regions=ibv.fake_ibv_mr_count_with_access(0))
-    print(json.dumps(out))
-"""
 
 
 @pytest.mark.parametrize("mode", [0, 1])
@@ -85,31 +39,6 @@ def test_failed_receive_post_destroys_the_new_queue_pair(stand_ins):
     out = run_with_fake_cuda(d, RUN.format(path="host", mode=0), GDRLAB_IBVERBS_LIB=lib, FAKE_IBV_FAIL_RECV_AFTER="10")
     assert out.get("raised") == "VerbsError" and out["call"] == "ibv_post_recv", out
     assert out["qps"] == 0 and out["violations"] == 0, out
-
-
-@pytest.fixture(scope="module")
-def dmabuf_stand_ins(tmp_path_factory) -> tuple[Path, str]:
-    """The stand-ins with dma-buf: libcuda exports cuMemGetHandleForAddressRange and the flush
-    attributes (tests/fake_verbs/fake_cuda_dmabuf.c), libibverbs exports ibv_reg_dmabuf_mr."""
-    gxx, cc = shutil.which("g++"), shutil.which("cc") or shutil.which("gcc")
-    if not gxx or not cc:
-        pytest.skip("g++ and cc are needed to build the stand-ins")
-    d = build_fake_cuda(tmp_path_factory.mktemp("dmabuf_stand_ins"))
-    extra = FAKE_VERBS / "fake_cuda_dmabuf.c"
-    mine = set(re.findall(r"^int (\w+)\(", extra.read_text(), re.M))
-    rest = d / "rest.c"
-    rest.write_text("".join(line + "\n" for line in rest.read_text().splitlines()
-                            if re.match(r"int (\w+)\(", line).group(1) not in mine))
-    r = subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wl,-soname,libcuda.so.1", str(FAKE_SRC), str(rest), str(extra),
-                        "-o", str(d / "libcuda.so.1")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-    lib = d / "libfakeibverbs_dmabuf.so"
-    r = subprocess.run([gxx, "-std=c++17", "-shared", "-fPIC", "-O1", "-DFAKE_IBV_WITH_DMABUF",
-                        f"-I{ROOT / 'native' / 'src'}", str(FAKE_VERBS / "fake_ibverbs.cc"),
-                        f"-Wl,--version-script={FAKE_VERBS / 'fake_ibverbs_dmabuf.map'}", "-o", str(lib)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return d, str(lib)
 
 
 def _gdr(stand_ins, tmp_path, peer_module: str | None, **env: str) -> dict:

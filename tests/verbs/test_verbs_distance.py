@@ -13,9 +13,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from standins import RUN
 
 from gdrlab import _native
-from test_native_verbs import RUN, dmabuf_stand_ins  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.timeout(300)
 V = _native.verbs
@@ -58,7 +58,7 @@ def _run(stand_ins, root: Path, path: str = "staged", **env: str) -> tuple[dict,
     return json.loads(r.stdout.strip().splitlines()[-1]), warnings
 
 
-def test_hca_across_numa_nodes_warns_once_naming_both_devices(dmabuf_stand_ins, tmp_path):  # noqa: F811
+def test_hca_across_numa_nodes_warns_once_naming_both_devices(dmabuf_stand_ins, tmp_path):
     _tree(tmp_path, gpu_numa=1, hca_numa=0)
     out, warnings = _run(dmabuf_stand_ins, tmp_path)
     assert out.get("verified") is True and out["device"] == "fake0", out
@@ -70,7 +70,7 @@ def test_hca_across_numa_nodes_warns_once_naming_both_devices(dmabuf_stand_ins, 
     assert "NCCL at its default NCCL_NET_GDR_LEVEL (PXB) would not use GPUDirect RDMA for this pair" in w, w
 
 
-def test_hca_on_another_host_bridge_of_the_same_node_is_node(dmabuf_stand_ins, tmp_path):  # noqa: F811
+def test_hca_on_another_host_bridge_of_the_same_node_is_node(dmabuf_stand_ins, tmp_path):
     _tree(tmp_path, gpu_numa=0, hca_numa=0)
     _, (w,) = _run(dmabuf_stand_ins, tmp_path)
     assert " is NODE from GPU 0 " in w and "between two host bridges of NUMA node 0" in w, w
@@ -78,32 +78,32 @@ def test_hca_on_another_host_bridge_of_the_same_node_is_node(dmabuf_stand_ins, t
 
 
 @pytest.mark.parametrize("nodes,code", [(1, "NODE"), (2, "SYS")])
-def test_unknown_numa_nodes(dmabuf_stand_ins, tmp_path, nodes, code):  # noqa: F811
+def test_unknown_numa_nodes(dmabuf_stand_ins, tmp_path, nodes, code):
     # numa_node unreadable: one NUMA node on the machine settles it; with several, SYS is assumed.
     _tree(tmp_path, gpu_numa=None, hca_numa=None, numa_nodes=nodes)
     _, (w,) = _run(dmabuf_stand_ins, tmp_path)
     assert f" is {code} from GPU 0 " in w, w
 
 
-def test_hca_on_another_root_port_is_phb(dmabuf_stand_ins, tmp_path):  # noqa: F811
+def test_hca_on_another_root_port_is_phb(dmabuf_stand_ins, tmp_path):
     _tree(tmp_path, gpu_numa=0, hca_numa=0, hca_under="other_port")
     _, (w,) = _run(dmabuf_stand_ins, tmp_path)
     assert " is PHB from GPU 0 " in w and "through the CPU's PCIe host bridge pci0000:80" in w, w
 
 
-def test_hca_behind_the_gpus_switch_is_quiet(dmabuf_stand_ins, tmp_path):  # noqa: F811
+def test_hca_behind_the_gpus_switch_is_quiet(dmabuf_stand_ins, tmp_path):
     _tree(tmp_path, gpu_numa=0, hca_numa=0, hca_under="switch")
     out, warnings = _run(dmabuf_stand_ins, tmp_path)
     assert out.get("verified") is True and warnings == [], warnings
 
 
-def test_host_path_has_no_gpu_and_no_warning(dmabuf_stand_ins, tmp_path):  # noqa: F811
+def test_host_path_has_no_gpu_and_no_warning(dmabuf_stand_ins, tmp_path):
     _tree(tmp_path, gpu_numa=1, hca_numa=0)
     out, warnings = _run(dmabuf_stand_ins, tmp_path, path="host")
     assert out.get("verified") is True and warnings == [], warnings
 
 
-def test_named_hca_far_from_the_gpu_warns_too(dmabuf_stand_ins, tmp_path):  # noqa: F811
+def test_named_hca_far_from_the_gpu_warns_too(dmabuf_stand_ins, tmp_path):
     _tree(tmp_path, gpu_numa=1, hca_numa=0)
     _, warnings = _run(dmabuf_stand_ins, tmp_path, GDRLAB_IB_DEV="fake0")
     assert len(warnings) == 1 and " is SYS " in warnings[0], warnings
@@ -142,6 +142,7 @@ def test_engine_and_topology_agree_on_the_code(tmp_path, monkeypatch, build, pai
     # same synthetic machines (tests/sysfs_builder.py): equal where the path crosses the CPU, and
     # "" from the engine where topology says PIX or PXB.
     import sysfs_builder
+
     from gdrlab.topology import from_sysfs
     getattr(sysfs_builder, build)(tmp_path)
     monkeypatch.setenv("GDRLAB_SYSFS_ROOT", str(tmp_path / "sys"))
