@@ -364,9 +364,9 @@ display(figures)
 # quoted elsewhere for these runs are the logs' ones): NVLink, staging through host memory, and TCP
 # sockets over the guest's virtio Ethernet. The two runs differ by 0.7 %, 0.4 % and 2 %: run-to-run
 # spread, not a different setting. An InfiniBand network with GPUDirect RDMA is not in these
-# recordings; per NIC it would sit between the last two (a 400 Gb/s NDR port carries at most
-# 50 GB/s), and the factor of about 9 between host staging and sockets here is a guest's TCP stack,
-# not what a refused GDR path costs on an RDMA network.
+# recordings; one NIC bounds it by its link (a 200 Gb/s HDR port carries at most 25 GB/s of data, a
+# 400 Gb/s NDR port 50 GB/s), and the factor of about 9 between host staging and sockets here is a
+# guest's TCP stack, not what a refused GDR path costs on an RDMA network.
 
 # %% [markdown] id="05-configuration-vs-b-predicted"
 # ## 5. Configuration A vs B
