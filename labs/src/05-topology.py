@@ -114,7 +114,7 @@ if len(pairs):
 
 # %% id="05-recorded-topology"
 dgx2 = lab05.recorded_topology("DGX2")
-print(dgx2.source, "(recorded);", dgx2.nvlink_note)
+print(dgx2.source + ";", dgx2.nvlink_note)
 lab05.describe(dgx2)
 names = dgx2.gpus[:6]
 display(pd.DataFrame(dgx2.pcie_matrix()).loc[names, names].rename_axis("PCIe only (recorded DGX-2H)"))
@@ -123,7 +123,7 @@ display(pd.DataFrame(dgx2.matrix()).loc[names, names].rename_axis("with NVLink (
 # %% id="05-tree-figure"
 fig = lab05.tree_figure(dgx2, highlight=("GPU0", "GPU1"))
 if fig is not None:
-    fig.update_layout(title=f"PCIe tree, {dgx2.source} (recorded)")
+    fig.update_layout(title=f"PCIe tree, {dgx2.source}")
     display(fig)
 else:
     print("(the tree drawing is not available in this gdrlab; the matrices above show the same)")
