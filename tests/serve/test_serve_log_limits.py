@@ -1,7 +1,8 @@
 """Authenticated sessions cannot flood the server's log (classroom-serve issue, D3).
 
 A client that reconnects in a loop, or sessions that fail the same way again and again, log a few
-lines of each kind ("connected", "done", "ended with <error class>") per address and interval;
+lines of each kind ("connected", "done", "ended with <error class>", and "refused <error class>"
+for a test the server refuses while the session goes on) per address and interval;
 the rest are counted in one summary line per kind once the interval is over, or when the server
 stops. The first line of a kind is never hidden by another kind's flood, and lines come again
 after the interval (a limit, not a ban).
@@ -19,12 +20,15 @@ from conftest import TIME_SCALE
 
 from gdrlab import engine
 from gdrlab.engine import native
+from gdrlab.errors import Unavailable
+from test_serve_verbs_budget import _session, stand_ins  # noqa: F401 - a fixture: the verbs wire's stand-ins
 
 pytestmark = pytest.mark.timeout(120)
 TOKEN = "log-limit-token-0123456789"
 MAGIC, VERSION = 0x4C524447, 1
 HELLO, WELCOME = 1, 2
 PER_KIND = 3  # lines of one kind per address and interval (docs/hardening.md)
+MiB = 1 << 20
 
 
 class Served:
@@ -152,6 +156,76 @@ def test_after_the_interval_the_count_is_logged_and_lines_come_again(served):
     s.quiet()
     again = s.server.take_log()
     assert _count(again, ": connected") == 1 and _count(again, ": done") == 1, again
+
+
+def _refused_over_budget(port: int, times: int) -> list[str]:
+    """Asks `times` times in one session for a test over a 1 MiB --max-pinned; each is refused and
+    the session goes on. Returns the refusals' texts."""
+    texts = []
+    with engine.Connection("127.0.0.1", port, TOKEN, timeout_s=10) as c:
+        for _ in range(times):
+            with pytest.raises(Unavailable) as exc:
+                c.run("host", 2 * MiB, iters=1, warmup=0)
+            texts.append(str(exc.value))
+        assert c.run("host", 4096, iters=1, warmup=0)[2]  # the session went on
+    return texts
+
+
+def _budget_lines(lines: list[str]) -> list[str]:
+    """The lines about a client's request over --max-pinned (not serve's own startup note)."""
+    return [ln for ln in lines if "client 127.0.0.1" in ln and "(--max-pinned)" in ln]
+
+
+def test_a_refused_test_is_logged_naming_the_client_and_the_flag(served):
+    s = served(log_interval_ms=600_000, max_host_bytes=1 * MiB)
+    (text,) = _refused_over_budget(s.server.port, 1)
+    assert "refused: session needs 2.0 MiB host memory" in text and "(--max-pinned)" in text, text
+    s.quiet()
+    lines = s.server.take_log()
+    refused = _budget_lines(lines)
+    assert len(refused) == 1, lines
+    assert re.fullmatch(r"client 127\.0\.0\.1:\d+: refused Unavailable: refused: session needs 2\.0 MiB host memory"
+                        r" .*server budget 1\.0 MiB \(--max-pinned\)", refused[0]), refused
+    assert all(ln.isascii() and ln.isprintable() for ln in lines), lines
+    assert s.server.take_log(final=True) == []  # nothing left out
+
+
+def test_ten_refusals_from_one_address_log_three_lines_and_a_count(served):
+    s = served(log_interval_ms=600_000, max_host_bytes=1 * MiB)
+    _refused_over_budget(s.server.port, 6)  # two sessions from one address share its limit
+    _refused_over_budget(s.server.port, 4)
+    s.quiet()
+    lines = s.server.take_log()
+    assert len(_budget_lines(lines)) == PER_KIND, lines
+    assert _left_out(lines, "refused Unavailable") == 0, lines  # the interval is not over
+    assert _count(lines, ": connected") == 2 and _count(lines, ": done") == 2, lines  # other kinds unaffected
+    final = s.server.take_log(final=True)
+    assert _left_out(final, "refused Unavailable") == 10 - PER_KIND, final
+    assert _budget_lines(final) == [], final
+    assert all(ln.startswith("client 127.0.0.1: ") for ln in final), final
+
+
+def test_the_verbs_wire_logs_its_refusals_the_same_way(stand_ins):
+    out = _session(stand_ins, {"max_host_bytes": 1 * MiB, "log_interval_ms": 600_000},
+                   [{"path": "host", "size": 2 * MiB}] * (PER_KIND + 2) + [{"path": "host", "size": 4096}])
+    assert all(r.get("raised") == "Unavailable" for r in out["runs"][:-1]) and out["runs"][-1] == {"verified": True}, out
+    refused = _budget_lines(out["log"])
+    assert len(refused) == PER_KIND, out["log"]
+    assert all(re.match(r"client 127\.0\.0\.1:\d+: refused Unavailable: refused: session needs 2\.0 MiB host memory", ln)
+               for ln in refused), refused
+    assert _left_out(out["log"], "refused Unavailable") == 2, out["log"]  # take_log(final=True) counts the rest
+
+
+def test_serve_logs_a_refused_test(serve_factory):
+    sp = serve_factory(timeout_s=5, extra=["--max-pinned", "1M"])
+    with engine.Connection("127.0.0.1", sp.port, sp.token, timeout_s=10) as c:
+        with pytest.raises(Unavailable, match=r"\(--max-pinned\)"):
+            c.run("host", 2 * MiB, iters=1, warmup=0)
+    time.sleep(0.3)
+    err = sp.stderr_text().splitlines()
+    refused = _budget_lines(err)
+    assert len(refused) == 1, err
+    assert re.match(r"gdrlab serve: client 127\.0\.0\.1:\d+: refused Unavailable: refused: session needs", refused[0]), err
 
 
 def test_serve_counts_left_out_lines_when_it_stops(serve_factory):

@@ -87,7 +87,7 @@ VerbsSelection verbs_selection_from_env() {
 // ------------------------------------------------------------------------------ server side
 namespace {
 
-void serve_connect(Server& server, TcpWire& wire, const std::vector<uint8_t>& body) {
+void serve_connect(Server& server, TcpWire& wire, const std::vector<uint8_t>& body, const RefusalLog& refused) {
   TestSpec spec;
   ConnInfo remote;
   decode_connect_request(body.data(), body.size(), &spec, &remote);
@@ -95,7 +95,7 @@ void serve_connect(Server& server, TcpWire& wire, const std::vector<uint8_t>& bo
   // Declared before the endpoint, so the buffers are freed before their share goes back.
   Reservation held;
   std::unique_ptr<VerbsEndpoint> ep;
-  bool built = build_or_refuse(wire, [&] {
+  bool built = build_or_refuse(wire, refused, [&] {
     check_spec_common(spec, "verbs");
     VerbsSelection sel = verbs_selection_from_env();
     VerbsPathConfig cfg = config_of(spec, sel, true);
@@ -148,9 +148,10 @@ void verbs_session_memory(const PathConfig& cfg, uint64_t* host, uint64_t* gpu) 
 }
 
 void add_verbs_wire(Server& server) {
-  server.add_wire(FrameType::Connect, [&server](TcpWire& wire, const std::vector<uint8_t>& body) {
+  server.add_wire(FrameType::Connect, [&server](TcpWire& wire, const std::vector<uint8_t>& body,
+                                                 const RefusalLog& refused) {
     try {
-      serve_connect(server, wire, body);
+      serve_connect(server, wire, body, refused);
     } catch (const Error& e) {
       // A verbs failure inside the test (a completion error, no HCA) ends the test, not the session.
       if (e.kind != ErrorKind::Unavailable && e.kind != ErrorKind::Verbs) throw;

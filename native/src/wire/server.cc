@@ -340,7 +340,7 @@ void Server::handle(TcpWire& wire, const std::string& addr, bool counted, bool* 
   w.str(describe_host());
   wire.send_control(FrameType::Welcome, w.bytes());
   if (counted) session_log(addr, "connected", "client " + addr + ": connected");
-  session_loop(wire, addr);
+  session_loop(wire, addr, counted);
   if (counted) session_log(addr, "done", "client " + addr + ": done");
 }
 
@@ -380,8 +380,15 @@ void Server::authenticate(TcpWire& wire, const std::string& addr, bool throttle)
   wire.socket().clear_deadline();
 }
 
-void Server::session_loop(TcpWire& wire, const std::string& addr) {
-  (void)addr;
+void Server::session_loop(TcpWire& wire, const std::string& addr, bool counted) {
+  // A test refused while the session goes on: one line, limited like the session's others (a
+  // client retrying a request over --max-pinned in a loop logs a few lines and a count). As for
+  // its "connected" and "done", serve_one's single client logs none.
+  const RefusalLog refused = [&](const Error& e) {
+    if (!counted) return;
+    const std::string kind = std::string("refused ") + error_class_name(e.kind);
+    session_log(addr, kind, "client " + addr + ": refused " + escape_text(describe_error(e), 300));
+  };
   for (;;) {
     // Between tests a client may sit idle (a notebook cell not yet run), up to the idle timeout;
     // within a test the normal timeout applies again.
@@ -406,7 +413,7 @@ void Server::session_loop(TcpWire& wire, const std::string& addr) {
     auto it = std::find_if(handlers_.begin(), handlers_.end(),
                            [&](const auto& entry) { return static_cast<uint16_t>(entry.first) == hdr.type; });
     if (it == handlers_.end()) throw_protocol(std::string("expected SETUP or BYE, got ") + frame_type_name(hdr.type));
-    it->second(wire, b);
+    it->second(wire, b, refused);
   }
 }
 

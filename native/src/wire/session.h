@@ -71,16 +71,23 @@ void run_server_test(TcpWire& control, TestEndpoint& ep, const TestSpec& spec);
 // hardware, corrupted data); after any other the connection is dropped.
 bool keeps_session(ErrorKind kind);
 
+// Serving side: how a request handler tells the server's log about a test it refused while the
+// session goes on (over the memory budget, no such GPU, a bad spec). The server logs it as a
+// session line of the client's address, kind "refused <error class>", rate-limited like the others.
+using RefusalLog = std::function<void(const Error& refusal)>;
+
 // Serving side: builds a test's endpoint with build(). A test this side cannot run ends the
-// test with an ERROR frame and returns false; the session goes on. A protocol error ends it.
+// test with an ERROR frame, goes to `refused` and returns false; the session goes on. A protocol
+// error ends it.
 template <class Build>
-bool build_or_refuse(TcpWire& control, Build&& build) {
+bool build_or_refuse(TcpWire& control, const RefusalLog& refused, Build&& build) {
   try {
     build();
     return true;
   } catch (const Error& e) {
     if (e.kind == ErrorKind::Protocol) throw;
     control.send_error(e);
+    if (refused) refused(e);
     return false;
   }
 }
@@ -122,8 +129,10 @@ auto ClientSession::guarded(Fn&& fn) -> decltype(fn(std::declval<TcpWire&>())) {
   }
 }
 
-// Serves one request frame of a wire (tcp: SETUP, verbs: CONNECT) on the control connection.
-using RequestHandler = std::function<void(TcpWire& control, const std::vector<uint8_t>& body)>;
+// Serves one request frame of a wire (tcp: SETUP, verbs: CONNECT) on the control connection;
+// a test it refuses without ending the session goes to `refused` (see build_or_refuse).
+using RequestHandler =
+    std::function<void(TcpWire& control, const std::vector<uint8_t>& body, const RefusalLog& refused)>;
 
 // What a server allows; ServerLimits{} is what `gdrlab serve` uses without flags, except the
 // memory budget (0: none), whose default the command line computes from the machine.
@@ -160,8 +169,9 @@ class Server {
   // bounded by max_handshakes + max_clients); returns early never. Sessions outlive the call.
   void serve_for(int ms);
   // Log lines since the last call, each one line of printable ASCII naming the client's address.
-  // Authenticated sessions' lines ("connected", "done", "ended with <error class>") are kept to a
-  // few of each kind per address and interval; the lines left out are counted in one summary line
+  // Authenticated sessions' lines ("connected", "done", "ended with <error class>", "refused
+  // <error class>" for a test refused while the session goes on) are kept to a few of each kind
+  // per address and interval; the lines left out are counted in one summary line
   // per kind once its interval is over, or at once with final (the server is stopping).
   std::vector<std::string> take_log(bool final = false);
   uint64_t clients_served() const;
@@ -175,7 +185,7 @@ class Server {
   struct AddrState;
   void handle(TcpWire& wire, const std::string& addr, bool counted, bool* authed);
   void authenticate(TcpWire& wire, const std::string& addr, bool throttle);
-  void session_loop(TcpWire& wire, const std::string& addr);
+  void session_loop(TcpWire& wire, const std::string& addr, bool counted);
   void run_connection(std::unique_ptr<Socket> s);
   void log(const std::string& line);
   // A line of an authenticated session, of a kind ("connected", "ended with Protocol"): logged

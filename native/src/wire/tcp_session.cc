@@ -38,12 +38,13 @@ void tcp_session_memory(const PathConfig& cfg, uint64_t* host, uint64_t* gpu) {
 }
 
 void add_tcp_wire(Server& server) {
-  server.add_wire(FrameType::Setup, [&server](TcpWire& w, const std::vector<uint8_t>& body) {
+  server.add_wire(FrameType::Setup, [&server](TcpWire& w, const std::vector<uint8_t>& body,
+                                               const RefusalLog& refused) {
     TestSpec spec = decode_spec(body.data(), body.size());
     spec.device = static_cast<uint32_t>(server.limits().device);  // this server's GPU, whatever was asked
     Reservation held;  // declared first: the buffers are freed before their share goes back
     std::unique_ptr<PathEndpoint> ep;
-    if (!build_or_refuse(w, [&] {
+    if (!build_or_refuse(w, refused, [&] {
           check_spec_common(spec, "tcp");
           PathConfig cfg = path_config(spec, Wire::Tcp);
           check_endpoint(Wire::Tcp, &cfg, nullptr, 0);  // sizes, depth and chunk bounded first
