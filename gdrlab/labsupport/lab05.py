@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..topology import CODE_ORDER
 from . import modelled_provenance, profile_with_level
 
 if TYPE_CHECKING:
@@ -28,8 +29,6 @@ __all__ = [
     "tree_text", "tree_figure", "recorded_matrix", "matrix_frame", "ib_gdr_lines", "allreduce_figures",
 ]
 
-# nvidia-smi's PCIe codes from nearest to farthest (NV# is NVLink, not PCIe).
-CODE_ORDER = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
 # NCCL's levels in order; nvidia-smi's NODE is NCCL's PHB (NCCL's CPU node is a whole NUMA node).
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ._check import PciTreeWarning, check_pci_tree
 from ._topo import NCCL_DEFAULT_GDR_LEVEL, Topology, parse_gdr_level
+from ._tree import CODE_ORDER
 from .hwloc import from_hwloc, recorded_machines
 from .nvsmi import TopoMatrix, parse_topo_matrix, recorded_matrices
 from .sysfs import from_sysfs
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Topology", "from_hwloc", "from_sysfs", "figure", "recorded_machines", "check_pci_tree",
            "PciTreeWarning", "parse_gdr_level", "NCCL_DEFAULT_GDR_LEVEL", "TopoMatrix", "parse_topo_matrix",
-           "recorded_matrices"]
+           "recorded_matrices", "CODE_ORDER"]
 
 
 def figure(topo: Topology, highlight: Sequence[str] | None = None) -> go.Figure:

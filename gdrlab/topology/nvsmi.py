@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InvalidArgument
+from ._tree import CODE_ORDER
 
 __all__ = ["TopoMatrix", "parse_topo_matrix", "recorded_matrices", "MAX_MATRIX_CHARS"]
 
@@ -21,7 +22,7 @@ _DATA = Path(__file__).resolve().parent.parent / "data" / "topo-matrix"
 MAX_MATRIX_CHARS = 1 << 20          # a 64-GPU, 64-NIC matrix is about 40 kB
 _MAX_DEVICES = 512
 # nvidia-smi's codes; SOC is the name drivers before 2017 printed for SYS.
-_CODES = frozenset({"X", "SYS", "NODE", "PHB", "PXB", "PIX", "SOC"})
+_CODES = frozenset(CODE_ORDER) | {"SOC"}
 _NV = re.compile(r"NV[0-9]{1,3}")            # applied with fullmatch to one short token
 _ANSI = re.compile(r"\x1b\[[0-9;]{0,16}m")    # nvidia-smi underlines its header on a terminal
 _EXTRA = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
