@@ -235,6 +235,57 @@ class NativeServer:
         self.server = None
 
 
+SERVED_TOKEN = "served-token-0123456789"
+
+
+class ConcurrentServer:
+    """The engine's concurrent Server with the given limits (budgets, device, log interval...),
+    accepting with serve_for on a thread of this process: many sessions at once, as `gdrlab serve`."""
+
+    def __init__(self, **limits: object) -> None:
+        from gdrlab.engine import native
+
+        self.server = native().Server("127.0.0.1", 0, SERVED_TOKEN, 5000, **limits)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.server.serve_for(100)
+
+    def connect(self):  # -> gdrlab.engine.Connection
+        from gdrlab import engine
+
+        return engine.Connection("127.0.0.1", self.server.port, SERVED_TOKEN, timeout_s=10)
+
+    def quiet(self) -> None:
+        """Waits until no session is left (each logs its last line before it counts as gone)."""
+        deadline = time.monotonic() + 10 * TIME_SCALE
+        while self.server.active_sessions and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert self.server.active_sessions == 0
+        time.sleep(0.2 * TIME_SCALE)  # the connection thread logs "ended with" after leaving the session count
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+@pytest.fixture
+def served() -> Iterator[Callable[..., ConcurrentServer]]:
+    """Makes ConcurrentServers; all are stopped when the test ends."""
+    made: list[ConcurrentServer] = []
+
+    def make(**limits: object) -> ConcurrentServer:
+        made.append(ConcurrentServer(**limits))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.close()
+
+
 @pytest.fixture
 def native_server() -> Iterator[NativeServer]:
     ns = NativeServer(token=secrets.token_hex(8), timeout_ms=1000).start()

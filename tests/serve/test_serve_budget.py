@@ -6,54 +6,16 @@ a finished test gives its share back. GPU requests run on the server's own --dev
 """
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 
-from conftest import TIME_SCALE
-from gdrlab import engine
+from conftest import SERVED_TOKEN, TIME_SCALE
 from gdrlab.engine import native
 from gdrlab.errors import InvalidArgument, Unavailable
 
 pytestmark = pytest.mark.timeout(120)
-TOKEN = "budget-token-0123456789"
 MiB = 1 << 20
-
-
-class Served:
-    """An engine Server with the given limits, accepting on a thread of this process."""
-
-    def __init__(self, **limits):
-        self.server = native().Server("127.0.0.1", 0, TOKEN, 5000, **limits)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.server.serve_for(100)
-
-    def connect(self) -> engine.Connection:
-        return engine.Connection("127.0.0.1", self.server.port, TOKEN, timeout_s=10)
-
-    def close(self) -> list[str]:
-        self._stop.set()
-        self._thread.join(10)
-        return self.server.take_log()
-
-
-@pytest.fixture
-def served():
-    made: list[Served] = []
-
-    def make(**limits) -> Served:
-        made.append(Served(**limits))
-        return made[-1]
-
-    yield make
-    for s in made:
-        s.close()
 
 
 def test_request_over_the_host_budget_is_refused_naming_it_and_the_session_goes_on(served):
@@ -97,9 +59,9 @@ def test_budget_is_shared_by_all_sessions(served):
 
 def test_invalid_limits_are_refused():
     with pytest.raises(InvalidArgument):
-        native().Server("127.0.0.1", 0, TOKEN, 5000, max_clients=0)
+        native().Server("127.0.0.1", 0, SERVED_TOKEN, 5000, max_clients=0)
     with pytest.raises(InvalidArgument):
-        native().Server("127.0.0.1", 0, TOKEN, 5000, device=-1)
+        native().Server("127.0.0.1", 0, SERVED_TOKEN, 5000, device=-1)
 
 
 @pytest.mark.parametrize("flag,value,named", [

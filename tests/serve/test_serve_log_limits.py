@@ -12,62 +12,20 @@ from __future__ import annotations
 import re
 import socket
 import struct
-import threading
 import time
 
 import pytest
-from conftest import TIME_SCALE
+from conftest import SERVED_TOKEN as TOKEN, TIME_SCALE
 
 from gdrlab import engine
-from gdrlab.engine import native
 from gdrlab.errors import Unavailable
-from test_serve_verbs_budget import _session, stand_ins  # noqa: F401 - a fixture: the verbs wire's stand-ins
+from test_serve_verbs_budget import _session
 
 pytestmark = pytest.mark.timeout(120)
-TOKEN = "log-limit-token-0123456789"
 MAGIC, VERSION = 0x4C524447, 1
 HELLO, WELCOME = 1, 2
 PER_KIND = 3  # lines of one kind per address and interval (docs/hardening.md)
 MiB = 1 << 20
-
-
-class Served:
-    """An engine Server accepting on a thread of this process."""
-
-    def __init__(self, **limits):
-        self.server = native().Server("127.0.0.1", 0, TOKEN, 5000, **limits)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.server.serve_for(100)
-
-    def quiet(self) -> None:
-        """Waits until no session is left (each logs its last line before it counts as gone)."""
-        deadline = time.monotonic() + 10 * TIME_SCALE
-        while self.server.active_sessions and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert self.server.active_sessions == 0
-        time.sleep(0.2 * TIME_SCALE)  # the connection thread logs "ended with" after leaving the session count
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-
-@pytest.fixture
-def served():
-    made: list[Served] = []
-
-    def make(**limits) -> Served:
-        made.append(Served(**limits))
-        return made[-1]
-
-    yield make
-    for s in made:
-        s.close()
 
 
 def _frame(ftype: int, body: bytes) -> bytes:
@@ -102,7 +60,7 @@ def _left_out(lines: list[str], kind: str) -> int:
 def test_reconnect_loop_logs_a_few_lines_of_each_kind_and_counts_the_rest(served):
     s = served(log_interval_ms=600_000)
     for _ in range(40):
-        with engine.Connection("127.0.0.1", s.server.port, TOKEN, timeout_s=10):
+        with s.connect():
             pass
     s.quiet()
     lines = s.server.take_log()
@@ -120,7 +78,7 @@ def test_one_kinds_flood_does_not_hide_another_kinds_first_line(served):
     for _ in range(12):
         _protocol_error_session(s.server.port)
     s.quiet()
-    with engine.Connection("127.0.0.1", s.server.port, TOKEN, timeout_s=10):
+    with s.connect():
         time.sleep(0.2 + 0.5 * TIME_SCALE)  # idle past --idle-timeout: the server closes the session
     s.quiet()
     lines = s.server.take_log()
@@ -139,7 +97,7 @@ def test_after_the_interval_the_count_is_logged_and_lines_come_again(served):
     s = served(log_interval_ms=interval_ms)
     t0 = time.monotonic()
     for _ in range(PER_KIND + 4):
-        with engine.Connection("127.0.0.1", s.server.port, TOKEN, timeout_s=10):
+        with s.connect():
             pass
     s.quiet()
     took = time.monotonic() - t0
@@ -151,7 +109,7 @@ def test_after_the_interval_the_count_is_logged_and_lines_come_again(served):
     shown = _count(first, ": connected") + _count(summary, ": connected")
     assert shown + _left_out(first + summary, "connected") == PER_KIND + 4, (first, summary)
     assert _left_out(summary, "connected") >= 1, summary
-    with engine.Connection("127.0.0.1", s.server.port, TOKEN, timeout_s=10):
+    with s.connect():
         pass
     s.quiet()
     again = s.server.take_log()

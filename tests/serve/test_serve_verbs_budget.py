@@ -13,34 +13,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import TIME_SCALE
-from standins import build_fake_cuda, run_with_fake_cuda
+from standins import run_with_fake_cuda
 
 ROOT = Path(__file__).resolve().parents[2]
 KiB, MiB = 1 << 10, 1 << 20
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="module")
-def stand_ins(tmp_path_factory) -> tuple[Path, str]:
-    gxx = shutil.which("g++")
-    if not gxx:
-        pytest.skip("g++ is not installed: cannot build the stand-in libibverbs")
-    d = build_fake_cuda(tmp_path_factory.mktemp("budget_stand_ins"))
-    fake_verbs = ROOT / "tests" / "fake_verbs"
-    lib = d / "libfakeibverbs.so"
-    r = subprocess.run([gxx, "-std=c++17", "-shared", "-fPIC", "-O1", f"-I{ROOT / 'native' / 'src'}",
-                        str(fake_verbs / "fake_ibverbs.cc"), f"-Wl,--version-script={fake_verbs / 'fake_ibverbs.map'}",
-                        "-o", str(lib)], capture_output=True, text=True, check=False)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return d, str(lib)
 
 
 # One verbs session against an engine Server with the given limits; each request's outcome, then
