@@ -10,6 +10,7 @@
 
 #include "core/cuda_api.h"
 #include "core/error.h"
+#include "verbs/env.h"
 #include "verbs/resources.h"
 
 namespace gdrlab {
@@ -96,11 +97,8 @@ HcaFilter parse_hca_filter(const std::string& spec, const std::string& source) {
 }
 
 HcaFilter hca_filter_from_env() {
-  for (const char* var : {"GDRLAB_IB_HCA", "NCCL_IB_HCA"}) {
-    const char* v = std::getenv(var);
-    if (v && *v) return parse_hca_filter(v, var);
-  }
-  return HcaFilter();
+  const EnvSetting s = first_env({"GDRLAB_IB_HCA", "NCCL_IB_HCA"});
+  return s.value ? parse_hca_filter(s.value, s.name) : HcaFilter();
 }
 
 bool hca_allowed(const HcaFilter& f, const std::string& device, int port) {

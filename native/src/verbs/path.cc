@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "core/error.h"
+#include "verbs/env.h"
 #include "wire/frame.h"
 
 namespace gdrlab {
@@ -96,8 +97,7 @@ const char* gpu_flush_name(GpuFlush f) {
   return "?";
 }
 
-GpuFlush choose_gpu_flush(bool have_host_api, int options, int ordering, bool disabled) {
-  if (disabled) return GpuFlush::None;
+GpuFlush choose_gpu_flush(bool have_host_api, int options, int ordering) {
   // OWNER (100): writes are consumed consistently by the owning GPU, which is the only one that
   // reads these buffers; ALL_DEVICES (200) includes it.
   if (ordering >= CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER) return GpuFlush::None;
@@ -106,20 +106,16 @@ GpuFlush choose_gpu_flush(bool have_host_api, int options, int ordering, bool di
 }
 
 bool gpu_flush_disabled() {
-  for (const char* var : {"GDRLAB_GDR_FLUSH_DISABLE", "NCCL_GDR_FLUSH_DISABLE"}) {
-    const char* v = std::getenv(var);
-    if (!v || !*v) continue;
-    char* end = nullptr;
-    const long x = std::strtol(v, &end, 10);
-    if (*end) throw_invalid(std::string(var) + "='" + v + "' is not an integer (0 flushes, 1 does not)");
-    return x != 0;
-  }
-  return false;
+  const EnvSetting s = first_env({"GDRLAB_GDR_FLUSH_DISABLE", "NCCL_GDR_FLUSH_DISABLE"});
+  if (!s.value) return false;
+  char* end = nullptr;
+  const long x = std::strtol(s.value, &end, 10);
+  if (*end) throw_invalid(std::string(s.name) + "='" + s.value + "' is not an integer (0 flushes, 1 does not)");
+  return x != 0;
 }
 
 GpuFlush gpu_flush_for_device(int ordinal) {
-  const bool disabled = gpu_flush_disabled();
-  if (disabled) return GpuFlush::None;
+  if (gpu_flush_disabled()) return GpuFlush::None;
   const CudaApi& api = cuda();
   CUdevice dev = 0;
   GDRLAB_CU(api, cuDeviceGet, &dev, ordinal);
@@ -130,7 +126,7 @@ GpuFlush gpu_flush_for_device(int ordinal) {
     options = 0;
   if (api.cuDeviceGetAttribute(&ordering, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, dev) != CUDA_SUCCESS)
     ordering = 0;
-  return choose_gpu_flush(api.cuFlushGPUDirectRDMAWrites != nullptr, options, ordering, false);
+  return choose_gpu_flush(api.cuFlushGPUDirectRDMAWrites != nullptr, options, ordering);
 }
 
 void VerbsEndpoint::settle() {

@@ -45,7 +45,7 @@ enum class GpuFlush { None = 0, Host = 1, Read = 2 };
 const char* gpu_flush_name(GpuFlush f);
 // have_host_api: the driver exports cuFlushGPUDirectRDMAWrites; options and ordering: attributes
 // 117 and 118 (0 where the driver does not know them).
-GpuFlush choose_gpu_flush(bool have_host_api, int options, int ordering, bool disabled);
+GpuFlush choose_gpu_flush(bool have_host_api, int options, int ordering);
 // GDRLAB_GDR_FLUSH_DISABLE, else NCCL_GDR_FLUSH_DISABLE: an integer, nonzero disables. Throws
 // InvalidArgument naming the variable for anything else.
 bool gpu_flush_disabled();

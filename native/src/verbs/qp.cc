@@ -12,6 +12,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "verbs/env.h"
 
 namespace gdrlab {
 
@@ -194,20 +195,13 @@ GidPolicy parse_gid_policy(const std::string& family, const std::string& range, 
 }
 
 GidPolicy gid_policy_from_env() {
-  static const char* vars[3][2] = {{"GDRLAB_IB_ADDR_FAMILY", "NCCL_IB_ADDR_FAMILY"},
-                                   {"GDRLAB_IB_ADDR_RANGE", "NCCL_IB_ADDR_RANGE"},
-                                   {"GDRLAB_IB_ROCE_VERSION_NUM", "NCCL_IB_ROCE_VERSION_NUM"}};
+  const EnvSetting set[3] = {first_env({"GDRLAB_IB_ADDR_FAMILY", "NCCL_IB_ADDR_FAMILY"}),
+                             first_env({"GDRLAB_IB_ADDR_RANGE", "NCCL_IB_ADDR_RANGE"}),
+                             first_env({"GDRLAB_IB_ROCE_VERSION_NUM", "NCCL_IB_ROCE_VERSION_NUM"})};
   std::string values[3], names[3];
   for (int i = 0; i < 3; ++i) {
-    names[i] = vars[i][0];
-    for (const char* var : vars[i]) {
-      const char* v = std::getenv(var);
-      if (v && *v) {
-        values[i] = v;
-        names[i] = var;
-        break;
-      }
-    }
+    names[i] = set[i].name;
+    if (set[i].value) values[i] = set[i].value;
   }
   return parse_gid_policy(values[0], values[1], values[2], names);
 }

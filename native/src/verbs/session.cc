@@ -6,6 +6,7 @@
 #include "core/budget.h"
 #include "core/cuda_api.h"
 #include "core/error.h"
+#include "verbs/env.h"
 
 namespace gdrlab {
 namespace {
@@ -45,10 +46,9 @@ int env_int(const char* name, int lo, int hi, int dflt, int base = 10) {
   return static_cast<int>(x);
 }
 
-// Our name first, then NCCL's, so a cluster's existing NCCL settings apply unchanged.
+// Our name first, then NCCL's (first_env).
 int env_int2(const char* ours, const char* nccl, int lo, int hi, int dflt, int base = 10) {
-  const char* v = std::getenv(ours);
-  return env_int(v && *v ? ours : nccl, lo, hi, dflt, base);
+  return env_int(first_env({ours, nccl}).name, lo, hi, dflt, base);
 }
 
 }  // namespace
