@@ -11,6 +11,12 @@ namespace gdrlab {
 
 class MemoryBudget;
 
+// The host and GPU bytes one serving-side endpoint allocates: what a session reserves.
+struct MemoryNeed {
+  uint64_t host = 0;
+  uint64_t gpu = 0;
+};
+
 // What one reservation holds; returns it to the budget when destroyed.
 class Reservation {
  public:
@@ -38,6 +44,7 @@ class MemoryBudget {
   // larger than the whole budget says so; one that fits the budget but not what is left now says
   // how much other sessions hold (try again later).
   Reservation reserve(uint64_t host, uint64_t gpu);
+  Reservation reserve(const MemoryNeed& need) { return reserve(need.host, need.gpu); }
   uint64_t host_in_use() const;
   uint64_t gpu_in_use() const;
   uint64_t max_host() const { return max_host_; }

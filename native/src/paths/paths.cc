@@ -60,6 +60,18 @@ void make_staging(Path path, size_t size, int device, std::unique_ptr<Buffer>* b
   }
 }
 
+MemoryNeed PathEndpoint::serving_memory(const PathConfig& cfg) {
+  const uint64_t n = cfg.size;
+  switch (cfg.path) {
+    case Path::Host: return {n, 0};            // the pageable message buffer
+    case Path::Staged: return {2 * n, n};      // pinned bounce + pageable wire buffer
+    case Path::Shared: return {n, n};          // one pinned buffer
+    case Path::Pipelined:                      // depth pinned chunks
+      return {static_cast<uint64_t>(cfg.depth) * std::min<uint64_t>(cfg.chunk, n), n};
+    default: return {};
+  }
+}
+
 PathEndpoint::PathEndpoint(const PathConfig& cfg, TcpWire& wire, Buffer* user, size_t offset)
     : cfg_(cfg), wire_(wire), offset_(offset) {
   const bool gpu = path_needs_gpu(cfg_.path);

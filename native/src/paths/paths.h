@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/budget.h"
 #include "core/buffer.h"
 #include "core/cuda_api.h"
 #include "core/cuda_raii.h"
@@ -78,6 +79,9 @@ class PathEndpoint : public TestEndpoint {
   // user: the application's buffer (nullptr: allocate one of the path's kind). Messages live at
   // user[offset, offset+size) and move over `wire`.
   PathEndpoint(const PathConfig& cfg, TcpWire& wire, Buffer* user = nullptr, size_t offset = 0);
+  // What the constructor allocates for cfg without a user buffer (a serving side), cfg already
+  // checked (chunk clamped to the message): the server reserves it from its budget first.
+  static MemoryNeed serving_memory(const PathConfig& cfg);
   PathEndpoint(const PathEndpoint&) = delete;
   PathEndpoint& operator=(const PathEndpoint&) = delete;
 

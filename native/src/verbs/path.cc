@@ -11,6 +11,21 @@
 
 namespace gdrlab {
 
+MemoryNeed VerbsEndpoint::serving_memory(const PathConfig& cfg) {
+  const uint64_t n = cfg.size;
+  const uint64_t landing = n * kLandingSlots;  // every landing slot the peer may write into
+  constexpr uint64_t kGpuPage = 2u << 20;
+  switch (cfg.path) {
+    case Path::Host: return {n, 0};                                         // the registered message buffer
+    case Path::Gdr: return {0, (n + kGpuPage - 1) / kGpuPage * kGpuPage};   // whole 2 MiB GPU pages
+    case Path::Staged: return {2 * landing, n};                             // pinned bounce + pageable landing
+    case Path::Shared: return {landing, n};                                 // pinned landing slots
+    case Path::Pipelined:                                                   // pinned landing + depth send slots
+      return {landing + static_cast<uint64_t>(cfg.depth) * std::min<uint64_t>(cfg.chunk, n), n};
+    default: return {};
+  }
+}
+
 VerbsEndpoint::VerbsEndpoint(const VerbsPathConfig& cfg, std::unique_ptr<RcLink> link, Buffer* user, size_t offset)
     : cfg_(cfg), pd_(link->pd()), offset_(offset), link_(std::move(link)) {
   // Should anything below throw, the members made so far go in reverse order of declaration:

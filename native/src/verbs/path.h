@@ -66,6 +66,10 @@ class VerbsEndpoint : public TestEndpoint {
   // destruction the queue pair goes first, then the memory regions, then the buffers.
   VerbsEndpoint(const VerbsPathConfig& cfg, std::unique_ptr<RcLink> link, Buffer* user = nullptr,
                 size_t offset = 0);
+  // What the constructor allocates for cfg without a user buffer (a serving side), cfg already
+  // checked (chunk clamped to the message): every landing slot, the staged bounce buffer, the
+  // pipelined send slots (depth x chunk), the gdr buffer in whole 2 MiB pages.
+  static MemoryNeed serving_memory(const PathConfig& cfg);
   ~VerbsEndpoint() override;
   VerbsEndpoint(const VerbsEndpoint&) = delete;
   VerbsEndpoint& operator=(const VerbsEndpoint&) = delete;

@@ -105,9 +105,7 @@ void serve_connect(Server& server, TcpWire& wire, const std::vector<uint8_t>& bo
     VerbsPathConfig checked = cfg;
     check_endpoint(Wire::Verbs, &checked, nullptr, 0);
     if (path_needs_gpu(cfg.path)) cuda_context(cfg.device);  // "GPU N does not exist" before anything else
-    uint64_t host = 0, gpu_bytes = 0;
-    verbs_session_memory(checked, &host, &gpu_bytes);
-    held = server.budget().reserve(host, gpu_bytes);
+    held = server.budget().reserve(VerbsEndpoint::serving_memory(checked));
     const int gpu = path_needs_gpu(cfg.path) ? cfg.device : -1;  // the HCA nearest it, unless named
     auto pd = std::make_shared<ProtectionDomain>(std::make_shared<Context>(sel.device, gpu));
     ep = std::make_unique<VerbsEndpoint>(cfg, std::make_unique<RcLink>(pd, link_config(sel, 30000)));
@@ -127,25 +125,6 @@ void serve_connect(Server& server, TcpWire& wire, const std::vector<uint8_t>& bo
 
 }  // namespace
 
-void verbs_session_memory(const PathConfig& cfg, uint64_t* host, uint64_t* gpu) {
-  // What VerbsEndpoint's constructor allocates on the serving side (no user buffer given).
-  const uint64_t n = cfg.size;
-  const uint64_t landing = n * kLandingSlots;  // every landing slot the peer may write into
-  constexpr uint64_t kGpuPage = 2u << 20;
-  *host = 0;
-  *gpu = 0;
-  switch (cfg.path) {
-    case Path::Host: *host = n; break;                                    // the registered message buffer
-    case Path::Gdr: *gpu = (n + kGpuPage - 1) / kGpuPage * kGpuPage; break;  // whole 2 MiB GPU pages
-    case Path::Staged: *host = 2 * landing; *gpu = n; break;             // pinned bounce + pageable landing
-    case Path::Shared: *host = landing; *gpu = n; break;                 // pinned landing slots
-    case Path::Pipelined:                                                // pinned landing + depth send slots
-      *host = landing + static_cast<uint64_t>(cfg.depth) * std::min<uint64_t>(cfg.chunk, n);
-      *gpu = n;
-      break;
-    default: break;
-  }
-}
 
 void add_verbs_wire(Server& server) {
   server.add_wire(FrameType::Connect, [&server](TcpWire& wire, const std::vector<uint8_t>& body,

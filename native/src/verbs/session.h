@@ -32,10 +32,6 @@ namespace gdrlab {
 // budget) is answered with an ERROR frame and the session continues.
 void add_verbs_wire(Server& server);
 
-// The host and GPU bytes one serving-side verbs endpoint of cfg allocates (the memory budget's
-// request), cfg already checked (chunk clamped to the message): every landing slot, the staged
-// bounce buffer, the pipelined send slots (depth x chunk), the gdr buffer in whole 2 MiB pages.
-void verbs_session_memory(const PathConfig& cfg, uint64_t* host, uint64_t* gpu);
 
 struct VerbsRunResult : RunResult {
   std::string mechanism;         // this side's registration: host, dmabuf, peermem

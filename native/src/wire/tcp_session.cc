@@ -21,22 +21,6 @@ RunResult Client::run(const TestSpec& spec, Buffer* user, size_t offset) {
   });
 }
 
-void tcp_session_memory(const PathConfig& cfg, uint64_t* host, uint64_t* gpu) {
-  const uint64_t n = cfg.size;
-  *host = 0;
-  *gpu = 0;
-  switch (cfg.path) {
-    case Path::Host: *host = n; break;                    // the pageable message buffer
-    case Path::Staged: *host = 2 * n; *gpu = n; break;    // pinned bounce + pageable wire buffer
-    case Path::Shared: *host = n; *gpu = n; break;        // one pinned buffer
-    case Path::Pipelined:                                 // depth pinned chunks
-      *host = static_cast<uint64_t>(cfg.depth) * std::min<uint64_t>(cfg.chunk, n);
-      *gpu = n;
-      break;
-    default: break;
-  }
-}
-
 void add_tcp_wire(Server& server) {
   server.add_wire(FrameType::Setup, [&server](TcpWire& w, const std::vector<uint8_t>& body,
                                                const RefusalLog& refused) {
@@ -48,9 +32,7 @@ void add_tcp_wire(Server& server) {
           check_spec_common(spec, "tcp");
           PathConfig cfg = path_config(spec, Wire::Tcp);
           check_endpoint(Wire::Tcp, &cfg, nullptr, 0);  // sizes, depth and chunk bounded first
-          uint64_t host = 0, gpu = 0;
-          tcp_session_memory(cfg, &host, &gpu);
-          held = server.budget().reserve(host, gpu);  // before a byte is allocated
+          held = server.budget().reserve(PathEndpoint::serving_memory(cfg));  // before a byte is allocated
           ep = std::make_unique<PathEndpoint>(path_config(spec, Wire::Tcp), w);
         }))
       return;

@@ -23,10 +23,6 @@ class Client {
   ClientSession session_;
 };
 
-struct PathConfig;
-// The host and GPU bytes one serving-side tcp endpoint of cfg allocates (the memory budget's
-// request), cfg already checked (chunk clamped to the message).
-void tcp_session_memory(const PathConfig& cfg, uint64_t* host, uint64_t* gpu);
 
 // Makes `server` answer SETUP: one tcp test per request.
 void add_tcp_wire(Server& server);
