@@ -11,18 +11,12 @@ from typing import Any, Mapping, Sequence, TypeAlias
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
-def add_json_flag(parser: argparse.ArgumentParser) -> None:
+def add_command(sub: Subparsers, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    """The parser of one subcommand: ``help`` is its line in ``gdrlab --help``, ``description``
+    heads its own ``--help``; it has the ``--json`` every command offers."""
+    parser = sub.add_parser(name, help=help, description=description)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON document on stdout and nothing else")
-
-
-def add_command(sub: Subparsers, name: str, help: str, description: str, *,
-                json_flag: bool = True) -> argparse.ArgumentParser:
-    """The parser of one subcommand: ``help`` is its line in ``gdrlab --help``, ``description``
-    heads its own ``--help``; with ``json_flag`` it has the ``--json`` every command offers."""
-    parser = sub.add_parser(name, help=help, description=description)
-    if json_flag:
-        add_json_flag(parser)
     return parser
 
 

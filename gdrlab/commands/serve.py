@@ -14,10 +14,10 @@ import secrets
 import signal
 import threading
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidArgument
-from ._common import add_json_flag
+from ._common import Subparsers, add_command
 
 if TYPE_CHECKING:
     from .._native import Server
@@ -28,12 +28,14 @@ DEFAULT_MAX_CLIENTS = 64
 HOST_BUDGET_CAP = GPU_BUDGET_CAP = 16 << 30
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "serve", help="serve bench clients (the remote side of `gdrlab bench --peer`)",
-        description="Serve `gdrlab bench --peer HOST:PORT` clients, many at once (--max-clients). Listens on "
-                    "127.0.0.1 by default; any other address requires a token of at least 16 characters, from "
-                    "--token-file or $GDRLAB_TOKEN (--gen-token makes one).")
+HELP = "serve bench clients (the remote side of `gdrlab bench --peer`)"
+DESCRIPTION = ("Serve `gdrlab bench --peer HOST:PORT` clients, many at once (--max-clients). Listens on "
+               "127.0.0.1 by default; any other address requires a token of at least 16 characters, from "
+               "--token-file or $GDRLAB_TOKEN (--gen-token makes one).")
+
+
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
+    p = add_command(sub, "serve", HELP, DESCRIPTION)
     p.add_argument("--listen", default="127.0.0.1:18515", metavar="HOST:PORT",
                    help="address to listen on (default 127.0.0.1:18515; IPv6 as [::]:PORT; port 0 picks a free port)")
     tok = p.add_mutually_exclusive_group()
@@ -62,7 +64,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true", help="serve one client, then exit")
     p.add_argument("--announce", action="store_true",
                    help='print {"port": N} on stdout once listening (for scripts)')
-    add_json_flag(p)
     return p
 
 
