@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-__all__ = ["TIME_SCALE", "UNDER_ASAN", "NativeServer", "ServeProcess", "child_processes", "count_fds", "read_vmlck_kb"]
+__all__ = ["TIME_SCALE", "UNDER_ASAN", "NativeServer", "ServeProcess", "child_processes", "count_fds", "read_vmlck_kb",
+           "wait_until"]
 
 SERVE_START_TIMEOUT_S = 30.0
 # Under AddressSanitizer (bench/asan_tests.sh preloads libasan) a Python process starts and exits
@@ -53,6 +54,19 @@ TIME_SCALE = 4.0 if UNDER_ASAN else 1.0
 
 
 # --------------------------------------------------------------------------- plain helpers
+def wait_until(predicate: Callable[[], object], within_s: float, what: str) -> object:
+    """Polls ``predicate`` until it returns something true, for at most ``within_s`` x TIME_SCALE
+    seconds; fails the test naming ``what`` otherwise. Tests wait on state this way, not on time."""
+    deadline = time.monotonic() + within_s * TIME_SCALE
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {within_s * TIME_SCALE:.0f} s waiting for {what}")
+        time.sleep(0.01)
+
+
 def count_fds(pid: int | str = "self") -> int:
     """Number of open file descriptors of ``pid`` (Linux /proc)."""
     return len(os.listdir(f"/proc/{pid}/fd"))
@@ -144,10 +158,11 @@ class ServeProcess:
 
 
 def start_serve(token: str | None = None, timeout_s: float = 1.0, extra: list[str] | None = None,
-                listen: str = "127.0.0.1:0") -> ServeProcess:
-    """Start ``python -m gdrlab serve --announce`` and wait for its ``{"port": N}`` line."""
+                listen: str = "127.0.0.1:0", env: dict[str, str] | None = None) -> ServeProcess:
+    """Start ``python -m gdrlab serve --announce`` (with ``env`` added to the environment) and wait
+    for its ``{"port": N}`` line."""
     token = secrets.token_hex(8) if token is None else token
-    env = dict(os.environ, GDRLAB_TOKEN=token, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, **(env or {}), GDRLAB_TOKEN=token, PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "gdrlab", "serve", "--listen", listen, "--announce",
            "--timeout", str(timeout_s)] + list(extra or [])
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
@@ -260,12 +275,11 @@ class ConcurrentServer:
         return engine.Connection("127.0.0.1", self.server.port, SERVED_TOKEN, timeout_s=10)
 
     def quiet(self) -> None:
-        """Waits until no session is left (each logs its last line before it counts as gone)."""
-        deadline = time.monotonic() + 10 * TIME_SCALE
-        while self.server.active_sessions and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert self.server.active_sessions == 0
-        time.sleep(0.2 * TIME_SCALE)  # the connection thread logs "ended with" after leaving the session count
+        """Waits until no connection is left: none authenticating or draining, and no session
+        thread (a session thread writes its last log line before it ends)."""
+        srv = self.server
+        wait_until(lambda: srv.session_threads == 0 and srv.handshakes_in_progress == 0, 10,
+                   "the server's sessions and handshakes to end")
 
     def close(self) -> None:
         self._stop.set()

@@ -22,6 +22,19 @@ FAKE_SRC = ROOT / "tests" / "fake_cuda" / "fake_cuda.c"
 FAKE_VERBS = ROOT / "tests" / "fake_verbs"
 
 
+def build_thread_failer(d: Path) -> Path:
+    """d/libnothreads.so: preloaded, pthread_create fails with EAGAIN while the file named by
+    $FAIL_THREADS_FLAG exists (tests/fault_shims/no_threads.c)."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        pytest.skip("no C compiler (cc) to build the pthread_create shim")
+    out = d / "libnothreads.so"
+    r = subprocess.run([cc, "-shared", "-fPIC", "-O1", str(ROOT / "tests" / "fault_shims" / "no_threads.c"), "-o",
+                        str(out), "-ldl"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
 def _required_symbols() -> list[str]:
     """The exported names of every entry point the engine loads (its REQ/OPT list)."""
     return re.findall(r'(?:REQ|OPT)\(\w+, "(\w+)"', CUDA_API_H.read_text())

@@ -12,8 +12,9 @@ import json
 import os
 import secrets
 import signal
-import threading
 import sys
+import threading
+import time
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidArgument
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 MIN_TOKEN_CHARS = 16  # off loopback; 16 random hex digits are 64 bits, out of reach of online guessing
 MAX_TOKEN_BYTES = 256  # the engine's limit for the token in its HELLO frame
 DEFAULT_MAX_CLIENTS = 64
+DEFAULT_MAX_HANDSHAKES = 512
 HOST_BUDGET_CAP = GPU_BUDGET_CAP = 16 << 30
 
 
@@ -51,6 +53,9 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
                         "asks (default 0; one this machine does not have is refused at start-up)")
     p.add_argument("--max-clients", type=_max_clients, default=DEFAULT_MAX_CLIENTS, metavar="N",
                    help=f"authenticated clients served at once; more are told 'server busy' (default {DEFAULT_MAX_CLIENTS})")
+    p.add_argument("--max-handshakes", type=_max_handshakes, default=DEFAULT_MAX_HANDSHAKES, metavar="N",
+                   help="connections authenticating at once (no thread each); past this the oldest is told "
+                        f"'server busy' and clients retry within their --timeout (default {DEFAULT_MAX_HANDSHAKES})")
     p.add_argument("--max-pinned", type=_size, default=None, metavar="BYTES",
                    help="host memory budget for all sessions' buffers on both wires (pinned, pageable and "
                         "registered, every landing slot and depth x chunk counted), e.g. 16G "
@@ -76,6 +81,16 @@ def _max_clients(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a number: {_printable(text)}") from None
     if not 1 <= value <= 4096:
         raise argparse.ArgumentTypeError(f"must be between 1 and 4096, got {value}")
+    return value
+
+
+def _max_handshakes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {_printable(text)}") from None
+    if not 1 <= value <= 65536:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 65536, got {value}")
     return value
 
 
@@ -191,14 +206,17 @@ def run(args: argparse.Namespace) -> int:
     token, warnings, generated = resolve_token(args, host)
     max_host = args.max_pinned if args.max_pinned is not None else default_host_budget()
     max_gpu = args.max_gpu_mem if args.max_gpu_mem is not None else default_gpu_budget(args.device)
-    notes = [f"up to {args.max_clients} clients at once; concurrent measurements share this host's "
-             "CPU, memory, network and GPU, so they interfere with each other: for clean figures, "
-             "measure one client at a time",
-             f"memory budget: host {max_host / 2**30:.1f} GiB (--max-pinned), "
-             f"GPU {max_gpu / 2**30:.1f} GiB (--max-gpu-mem); GPU tests use device {args.device} (--device)"]
     server = native().Server(host, port, token, int(args.timeout * 1000), max_clients=args.max_clients,
                              idle_ms=max(1, int(args.idle_timeout * 1000)), device=args.device,
-                             max_host_bytes=max_host, max_gpu_bytes=max_gpu)
+                             max_host_bytes=max_host, max_gpu_bytes=max_gpu, max_handshakes=args.max_handshakes)
+    # The server lowers --max-clients and the handshake places where this process's limits
+    # (open files, threads) cannot hold them, and says so first.
+    notes = list(server.limit_notes)
+    notes += [f"up to {server.max_clients} clients at once; concurrent measurements share this host's "
+              "CPU, memory, network and GPU, so they interfere with each other: for clean figures, "
+              "measure one client at a time",
+              f"memory budget: host {max_host / 2**30:.1f} GiB (--max-pinned), "
+              f"GPU {max_gpu / 2**30:.1f} GiB (--max-gpu-mem); GPU tests use device {args.device} (--device)"]
     if args.announce or args.json:
         doc: dict = {"port": server.port, "host": host}
         if generated:
@@ -274,10 +292,16 @@ def _serve(server: Server, once: bool) -> int:
                 print(f"gdrlab serve: client ended with {_printable(error, 300)}", file=sys.stderr, flush=True)
             return 1 if error else 0
 
-    def _terminate(signum: int, frame: object) -> None:  # flush the log below, then exit as killed by SIGTERM would
-        raise SystemExit(128 + signum)
+    # SIGTERM (and Ctrl-C) only set a flag: the main loop then stops the accepting thread, waits
+    # for it to leave the engine and writes the last lines. Raising from the handler instead can
+    # interrupt Thread.join() and exit while that thread is still inside the engine.
+    signalled: list[int] = []
+
+    def _terminate(signum: int, frame: object) -> None:
+        signalled.append(signum)
 
     signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGINT, _terminate)
     # Accepting runs on its own thread (the engine releases the GIL): a stalled stderr never
     # stops the server from taking clients; log lines wait in the engine's bounded queue.
     stop = threading.Event()
@@ -293,15 +317,43 @@ def _serve(server: Server, once: bool) -> int:
     acceptor = threading.Thread(target=accept, name="gdrlab-serve-accept", daemon=True)
     acceptor.start()
     try:
-        while acceptor.is_alive():
-            acceptor.join(0.25)
+        while acceptor.is_alive() and not signalled:
+            stop.wait(0.25)
             for line in server.take_log():  # already escaped and capped by the engine
+                if signalled:
+                    break
                 print(f"gdrlab serve: {line}", file=sys.stderr, flush=True)
     finally:
         stop.set()
-        acceptor.join()
-        for line in server.take_log(final=True):  # with the counts of lines left out so far
-            print(f"gdrlab serve: {line}", file=sys.stderr, flush=True)
+        while acceptor.is_alive():  # at most one serve_for round (250 ms)
+            acceptor.join(0.1)
+        # Sessions ending now write their last line first (a stop while a test runs waits 2 s at most).
+        deadline = time.monotonic() + 2.0
+        while server.session_threads and time.monotonic() < deadline:
+            time.sleep(0.02)
+        _final_lines(server)
+    if signalled:
+        return 128 + signalled[0]
     if failed:
         raise failed[0]
     return 1
+
+
+def _final_lines(server: Server) -> None:
+    """The last log lines, with the counts of lines left out so far; dropped rather than block
+    the stop when nobody reads stderr."""
+    lines = [f"gdrlab serve: {line}\n" for line in server.take_log(final=True)]
+    try:
+        fd = sys.stderr.fileno()
+        blocking = os.get_blocking(fd)
+        os.set_blocking(fd, False)
+    except (OSError, ValueError, AttributeError):
+        for line in lines:
+            print(line, end="", file=sys.stderr, flush=True)
+        return
+    try:
+        os.write(fd, "".join(lines).encode("utf-8", errors="replace"))
+    except OSError:  # a full pipe: the server stops anyway
+        pass
+    finally:
+        os.set_blocking(fd, blocking)

@@ -135,9 +135,11 @@ void bind_sessions(nb::module_& m) {
   nb::class_<Server>(m, "Server")
       .def(nb::new_([](const std::string& host, int port, const std::string& token, int timeout_ms,
                        int max_clients, int idle_ms, int handshake_ms, int device, uint64_t max_host_bytes,
-                       uint64_t max_gpu_bytes, int log_interval_ms) {
+                       uint64_t max_gpu_bytes, int log_interval_ms, int max_handshakes, int max_handshakes_per_host) {
              ServerLimits lim;
              lim.max_clients = max_clients;
+             lim.max_handshakes = max_handshakes;
+             lim.max_handshakes_per_host = max_handshakes_per_host;
              lim.idle_ms = idle_ms;
              lim.handshake_ms = handshake_ms;
              lim.device = device;
@@ -151,10 +153,18 @@ void bind_sessions(nb::module_& m) {
            }),
            "host"_a, "port"_a, "token"_a, "timeout_ms"_a, "max_clients"_a = 64, "idle_ms"_a = 60000,
            "handshake_ms"_a = 5000, "device"_a = 0, "max_host_bytes"_a = 0, "max_gpu_bytes"_a = 0,
-           "log_interval_ms"_a = 10000)
+           "log_interval_ms"_a = 10000, "max_handshakes"_a = ServerLimits{}.max_handshakes,
+           "max_handshakes_per_host"_a = ServerLimits{}.max_handshakes_per_host)
       .def_prop_ro("port", &Server::port)
       .def_prop_ro("clients_served", &Server::clients_served)
       .def_prop_ro("active_sessions", &Server::active_sessions)
+      .def_prop_ro("handshakes_in_progress", &Server::handshakes_in_progress)
+      .def_prop_ro("closing_connections", &Server::closing_connections)
+      .def_prop_ro("session_threads", &Server::session_threads)
+      .def_prop_ro("busy_refusals", &Server::busy_refusals)
+      .def_prop_ro("max_clients", [](const Server& s) { return s.limits().max_clients; })
+      .def_prop_ro("max_handshakes", [](const Server& s) { return s.limits().max_handshakes; })
+      .def_prop_ro("limit_notes", &Server::limit_notes)
       .def("serve_one", [](Server& s, int accept_ms) {
             std::string err;
             bool came;

@@ -1,5 +1,6 @@
 #include "wire/frame.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -49,6 +50,17 @@ FrameHeader decode_header(const uint8_t in[kHeaderBytes]) {
   h.seq = get32(in + 8);
   h.length = get32(in + 12);
   return h;
+}
+
+std::vector<uint8_t> encode_frame(FrameType type, const std::vector<uint8_t>& body, uint32_t seq) {
+  FrameHeader h;
+  h.type = static_cast<uint16_t>(type);
+  h.seq = seq;
+  h.length = static_cast<uint32_t>(body.size());
+  std::vector<uint8_t> out(kHeaderBytes + body.size());
+  encode_header(h, out.data());
+  std::copy(body.begin(), body.end(), out.begin() + kHeaderBytes);
+  return out;
 }
 
 uint32_t max_payload(uint16_t type) {

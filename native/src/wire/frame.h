@@ -53,6 +53,9 @@ FrameHeader decode_header(const uint8_t in[kHeaderBytes]);
 // Throws Error(Protocol) naming the first field that is wrong.
 void validate_header(const FrameHeader& h, uint32_t expected_seq);
 uint32_t max_payload(uint16_t type);
+// A whole frame (header with sequence `seq`, then body) as bytes, for a send that must not block
+// (the server's answers before authentication).
+std::vector<uint8_t> encode_frame(FrameType type, const std::vector<uint8_t>& body, uint32_t seq = 0);
 
 constexpr size_t kMaxPeerTextChars = 2000;
 // text with bytes below 0x20, 0x7f and backslash escaped (\xNN, \\); UTF-8 kept; cut at max_bytes

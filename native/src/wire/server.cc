@@ -1,9 +1,16 @@
-// The serving side of every wire: a thread per connection, bounded. Threads rather than an event
-// loop because a test blocks in CUDA copies and in the timed loop's socket calls, which an event
-// loop would have to move to threads anyway; the bound (max_handshakes unauthenticated plus
-// max_clients authenticated) keeps their number small, and every blocking call has a deadline.
-#include <system_error>
+// The serving side of every wire. Connections that have not authenticated are served by the
+// accepting thread itself (wire/gate.h); each authenticated session gets a thread of its own,
+// at most max_clients. Threads for sessions rather than an event loop because a test blocks in
+// CUDA copies and in the timed loop's socket calls, which an event loop would have to move to
+// threads anyway; every blocking call has a deadline.
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <dirent.h>
+#include <fstream>
+#include <system_error>
 #include <thread>
 
 #include "core/cuda_api.h"
@@ -21,7 +28,9 @@ constexpr int kMaxDelayMs = 3000;         // ... up to this: slow enough against
 constexpr size_t kMaxAddrs = 4096;
 constexpr int kMaxRefusalLines = 20;        // refusal log lines per interval, all addresses together
 constexpr int kSessionLinesPerKind = 3;     // an authenticated address's lines of one kind per interval
-constexpr uint32_t kMaxPreAuthBytes = 4096;  // a HELLO or ERROR frame read before authentication
+constexpr int kAnswerSpacingMs = 50;        // refused tokens from one address: answers this far apart at least
+constexpr int kFdsPerSession = 4;           // a session's socket, and a verbs session's device files
+constexpr int kFdSlack = 32;                // the interpreter's own files, the listener, logs
 
 // "192.0.2.7:51234" -> "192.0.2.7" (also IPv6): refusals are counted per host, not per connection.
 std::string host_of(const std::string& addr) {
@@ -57,16 +66,146 @@ std::string left_out_line(const std::string& host, const std::string& kind, uint
 
 std::string describe_error(const Error& e) { return std::string(error_class_name(e.kind)) + ": " + e.what(); }
 
+// Where a client is refused for capacity the server says "server busy"; the client retries on it.
+std::vector<uint8_t> reject_frame(const std::string& why) {
+  BodyWriter w;
+  w.str(why);
+  return encode_frame(FrameType::Reject, w.bytes());
+}
+
+const ServerLimits& checked(const ServerLimits& limits) {
+  if (limits.max_clients < 1 || limits.max_handshakes < 1 || limits.max_handshakes_per_host < 1 ||
+      limits.max_closing < 1 || limits.handshake_ms < 1 || limits.idle_ms < 1 || limits.device < 0 ||
+      limits.log_interval_ms < 0)
+    throw_invalid("server limits must be positive (max clients, handshakes, deadlines) and the device 0 or more");
+  return limits;
+}
+
+GateLimits gate_limits(const ServerLimits& l, int timeout_ms) {
+  GateLimits g;
+  g.max_pending = l.max_handshakes;
+  g.max_pending_per_host = std::min(l.max_handshakes_per_host, l.max_handshakes);
+  g.handshake_ms = std::min(timeout_ms, l.handshake_ms);
+  g.max_closing = l.max_closing;
+  g.io_timeout_ms = timeout_ms;
+  g.log_interval_ms = l.log_interval_ms;
+  return g;
+}
+
+// ------------------------------------------------------------------------ fitting the process
+int open_fds() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d)) ++n;
+    closedir(d);
+    n -= 3;  // ".", ".." and the directory's own descriptor
+  }
+  return std::max(n, 0);
+}
+
+long status_field_kb(const char* key) {  // a "Key:   N kB" line of /proc/self/status
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const std::string k = std::string(key) + ":";
+  while (std::getline(f, line))
+    if (line.compare(0, k.size(), k) == 0) return std::atol(line.c_str() + k.size());
+  return -1;
+}
+
+// pids.max - pids.current of this process's cgroup (v2), or -1 where there is none or no limit.
+long cgroup_threads_left() {
+  std::ifstream cg("/proc/self/cgroup");
+  std::string line, path;
+  while (std::getline(cg, line))
+    if (line.compare(0, 3, "0::") == 0) path = line.substr(3);
+  if (path.empty()) return -1;
+  std::ifstream mx("/sys/fs/cgroup" + path + "/pids.max"), cur("/sys/fs/cgroup" + path + "/pids.current");
+  std::string m;
+  long c = 0;
+  if (!(mx >> m) || m == "max" || !(cur >> c)) return -1;
+  return std::atol(m.c_str()) - c;
+}
+
+size_t thread_stack_bytes() {
+  size_t stack = 8u << 20;
+  pthread_attr_t attr;
+  if (pthread_getattr_default_np(&attr) == 0) {
+    pthread_attr_getstacksize(&attr, &stack);
+    pthread_attr_destroy(&attr);
+  }
+  return stack;
+}
+
 }  // namespace
+
+std::vector<std::string> fit_limits_to_process(ServerLimits* lim) {
+  std::vector<std::string> notes;
+  // Descriptors: every place of the gate and every session holds some.
+  const int open_now = open_fds();
+  const long need = static_cast<long>(lim->max_handshakes) + lim->max_closing +
+                    static_cast<long>(kFdsPerSession) * lim->max_clients + kFdSlack + open_now;
+  rlimit nf{};
+  if (getrlimit(RLIMIT_NOFILE, &nf) == 0 && nf.rlim_cur != RLIM_INFINITY && static_cast<long>(nf.rlim_cur) < need) {
+    rlimit raised = nf;
+    raised.rlim_cur = nf.rlim_max == RLIM_INFINITY ? static_cast<rlim_t>(need)
+                                                  : std::min<rlim_t>(nf.rlim_max, static_cast<rlim_t>(need));
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) nf = raised;
+    const long have = static_cast<long>(nf.rlim_cur);
+    if (have < need) {
+      const ServerLimits before = *lim;
+      long room = have - kFdSlack - open_now;
+      if (room < kFdsPerSession * lim->max_clients + 32)
+        lim->max_clients = static_cast<int>(std::max(1L, (room - 32) / kFdsPerSession));
+      room -= static_cast<long>(kFdsPerSession) * lim->max_clients;
+      lim->max_handshakes = static_cast<int>(std::clamp(room / 3, 1L, static_cast<long>(lim->max_handshakes)));
+      lim->max_closing = static_cast<int>(std::clamp(room - lim->max_handshakes, 1L, static_cast<long>(lim->max_closing)));
+      std::string line = "RLIMIT_NOFILE allows " + std::to_string(have) + " open files (ulimit -n; hard limit " +
+                         (nf.rlim_max == RLIM_INFINITY ? std::string("unlimited") : std::to_string(nf.rlim_max)) +
+                         "), " + std::to_string(open_now) + " open now: lowered";
+      if (lim->max_clients != before.max_clients)
+        line += " --max-clients from " + std::to_string(before.max_clients) + " to " + std::to_string(lim->max_clients) + ",";
+      line += " handshake places from " + std::to_string(before.max_handshakes) + " to " +
+              std::to_string(lim->max_handshakes) + ", answered sockets from " + std::to_string(before.max_closing) +
+              " to " + std::to_string(lim->max_closing);
+      notes.push_back(line);
+    }
+  }
+  // Threads: one per session (handshakes need none).
+  long threads_left = -1;
+  std::string which;
+  auto lower = [&](long v, const std::string& name) {
+    if (v >= 0 && (threads_left < 0 || v < threads_left)) {
+      threads_left = v;
+      which = name;
+    }
+  };
+  const long own_threads = std::max(1L, status_field_kb("Threads"));  // a count, not kB: the parser is the same
+  rlimit np{};
+  if (geteuid() != 0 && getrlimit(RLIMIT_NPROC, &np) == 0 && np.rlim_cur != RLIM_INFINITY)
+    lower(static_cast<long>(np.rlim_cur) - own_threads, "RLIMIT_NPROC (ulimit -u; this user's other processes count too)");
+  lower(cgroup_threads_left(), "the cgroup's pids.max (a container's process limit)");
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    const long vm_kb = status_field_kb("VmSize");
+    const long stack_kb = static_cast<long>(thread_stack_bytes() / 1024) + 64;
+    if (vm_kb >= 0) lower((static_cast<long>(as.rlim_cur / 1024) - vm_kb) / stack_kb, "RLIMIT_AS (ulimit -v) at one thread stack each");
+  }
+  if (threads_left >= 0 && threads_left - 4 < lim->max_clients) {
+    const int before = lim->max_clients;
+    lim->max_clients = static_cast<int>(std::max(1L, threads_left - 4));
+    notes.push_back(which + " leaves room for about " + std::to_string(std::max(0L, threads_left)) +
+                    " more threads: lowered --max-clients from " + std::to_string(before) + " to " +
+                    std::to_string(lim->max_clients) + " (a session thread each)");
+  }
+  return notes;
+}
 
 Server::Server(const std::string& host, int port, const std::string& token, int timeout_ms,
                const ServerLimits& limits)
-    : listener_(host, port), token_(token), timeout_ms_(timeout_ms), limits_(limits),
-      budget_(limits.max_host_bytes, limits.max_gpu_bytes) {
+    : listener_(host, port), token_(token), timeout_ms_(timeout_ms), limits_(checked(limits)),
+      limit_notes_(fit_limits_to_process(&limits_)), budget_(limits.max_host_bytes, limits.max_gpu_bytes),
+      gate_(listener_, *this, gate_limits(limits_, timeout_ms > 0 ? timeout_ms : 1)) {
   check_session_limits(token, timeout_ms);
-  if (limits.max_clients < 1 || limits.max_handshakes < 1 || limits.handshake_ms < 1 || limits.idle_ms < 1 ||
-      limits.device < 0 || limits.log_interval_ms < 0)
-    throw_invalid("server limits must be positive (max clients, handshakes, deadlines) and the device 0 or more");
   if (!listener_.is_loopback() && token_.empty())
     throw Error(ErrorKind::Auth, "gdrlab", "serve", 0,
                 "listening on " + host + " (not loopback) requires a token: pass --token-file or set GDRLAB_TOKEN");
@@ -74,7 +213,7 @@ Server::Server(const std::string& host, int port, const std::string& token, int 
 
 Server::~Server() {
   std::unique_lock<std::mutex> lock(mu_);
-  stopping_ = true;
+  stopping_ = true;  // the gate's sockets close with it, after the sessions have ended
   for (Socket* s : open_) s->shutdown_both();
   cv_.notify_all();
   cv_.wait(lock, [&] { return threads_ == 0; });
@@ -92,6 +231,16 @@ uint64_t Server::clients_served() const {
 int Server::active_sessions() const {
   std::lock_guard<std::mutex> lock(mu_);
   return sessions_;
+}
+
+int Server::session_threads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return threads_;
+}
+
+uint64_t Server::busy_refusals() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return busy_ + gate_.evicted();
 }
 
 void Server::log(const std::string& line) {
@@ -143,6 +292,17 @@ void Server::summaries(bool final, std::vector<std::string>* out) {
       else ++log_dropped_;  // the overall cap holds for summaries too
       k.left_out = 0;
     }
+  // Refusals before authentication left out: counted in the address's next refusal line, or here
+  // once its interval is over (a burst followed by quiet, or the stop).
+  for (auto& [host, st] : addrs_) {
+    if (!st.suppressed || (!final && ms_since(st.last_log) < limits_.log_interval_ms)) continue;
+    if (out->size() < kMaxLogLines)
+      out->push_back("client " + host + ": " + std::to_string(st.suppressed) +
+                     " more refused before authentication left out (one line per address per interval)");
+    else
+      ++log_dropped_;
+    st.suppressed = 0;
+  }
 }
 
 // A refused token from addr: the delay before answering, doubling per failure up to a cap.
@@ -151,8 +311,16 @@ int Server::failure_delay(const std::string& addr) {
   AddrState& st = addr_state(addr);
   if (st.failures && ms_since(st.last_failure) > kFailureMemoryMs) st.failures = 0;
   ++st.failures;
-  st.last_failure = Clock::now();
-  return std::min(kMaxDelayMs, kFirstDelayMs << std::min(st.failures - 1, 8));
+  const Clock::time_point now = Clock::now();
+  st.last_failure = now;
+  // Parallel guesses from one address are answered one after another, kAnswerSpacingMs apart at
+  // least (never more than twice the longest delay away, so an honest typo is answered soon).
+  const int delay = std::min(kMaxDelayMs, kFirstDelayMs << std::min(st.failures - 1, 8));
+  Clock::time_point due = std::max(now + std::chrono::milliseconds(delay),
+                                   st.next_answer + std::chrono::milliseconds(kAnswerSpacingMs));
+  due = std::min(due, now + std::chrono::milliseconds(2 * kMaxDelayMs));
+  st.next_answer = due;
+  return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(due - now).count());
 }
 
 // Whether to log a refused connection from addr now: one line per interval and address, and at
@@ -200,9 +368,12 @@ bool Server::serve_one(int accept_ms, std::string* error) {
   }
   std::string addr = s->peer_name();
   TcpWire wire(std::move(s));
-  bool authed = false;
   try {
-    handle(wire, addr, false, &authed);
+    authenticate(wire);
+    BodyWriter w;
+    w.str(describe_host());
+    wire.send_control(FrameType::Welcome, w.bytes());
+    session_loop(wire, addr, false);
   } catch (const Error& e) {
     if (error) *error = describe_error(e);
     // Tell the client why, when the connection still works (e.g. a failed SETUP).
@@ -214,164 +385,157 @@ bool Server::serve_one(int accept_ms, std::string* error) {
 }
 
 void Server::serve_for(int ms) {
+  if (serving_.exchange(true)) throw_invalid("serve_for is already running on another thread of this server");
+  struct Done {
+    std::atomic<bool>& f;
+    ~Done() { f = false; }
+  } done{serving_};
   const Clock::time_point end = Clock::now() + std::chrono::milliseconds(ms);
   for (;;) {
     int left = -ms_since(end);
     if (left <= 0) return;
-    std::unique_ptr<Socket> s;
-    try {
-      s = listener_.accept(left, timeout_ms_);
-    } catch (const Error& e) {  // out of descriptors or memory: the listener itself is fine
-      bool say;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        say = ms_since(last_full_log_) >= limits_.log_interval_ms;
-        if (say) last_full_log_ = Clock::now();
-      }
-      if (say) log(std::string("accept failed, retrying: ") + escape_text(e.what()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      continue;
-    }
-    if (!s) return;
-    std::unique_lock<std::mutex> lock(mu_);
-    ++served_;
-    if (stopping_ || handshakes_ >= limits_.max_handshakes) {
-      bool say = ms_since(last_full_log_) >= limits_.log_interval_ms;
-      uint64_t left_out = full_suppressed_;
-      if (say) {
-        last_full_log_ = Clock::now();
-        full_suppressed_ = 0;
-      } else {
-        ++full_suppressed_;
-      }
-      lock.unlock();
-      std::string addr = s->peer_name();
-      s.reset();  // closed at once: no thread, no memory
-      if (say)
-        log("client " + addr + ": closed at once, " + std::to_string(limits_.max_handshakes) +
-            " connections are still authenticating (" + std::to_string(left_out) + " more since the last line)");
-      continue;
-    }
-    ++handshakes_;
-    ++threads_;
-    lock.unlock();
-    try {
-      std::thread(&Server::run_connection, this, std::move(s)).detach();
-    } catch (const std::system_error&) {
-      std::lock_guard<std::mutex> relock(mu_);
-      --handshakes_;
-      --threads_;
-      cv_.notify_all();
-    }
+    gate_.round(left);
   }
 }
 
-void Server::run_connection(std::unique_ptr<Socket> s) {
+// ------------------------------------------------------------------------------ the gate's questions
+Admission Server::admit(const std::string& addr, const FrameHeader& hdr, const std::vector<uint8_t>& body) {
   {
-    const std::string addr = s->peer_name();
-    Socket* raw = s.get();
+    std::lock_guard<std::mutex> lock(mu_);
+    ++served_;
+  }
+  Admission a;
+  if (hdr.type == static_cast<uint16_t>(FrameType::Error)) {  // the peer gives up before saying HELLO
+    refused(addr, decode_error(body.data(), body.size(), "handshake"));
+    return a;  // Close: its whole frame was read
+  }
+  Hello h = decode_hello(body.data(), body.size());  // a malformed HELLO: the gate answers the error
+  if (h.version != kWireVersion || !tokens_equal(h.token, token_)) {
+    const bool version = h.version != kWireVersion;
+    const std::string why = version ? "wire version mismatch" : "wrong or missing token";
+    refused(addr, Error(ErrorKind::Auth, "gdrlab", "handshake", 0, "client refused: " + why));
+    a.kind = Admission::Kind::Answer;
+    a.frame = reject_frame(why);
+    // Slow down guessing from this address (a growing delay, never a ban: a classroom behind one
+    // NAT shares an address). The answer waits in the gate, holding no place and no thread.
+    a.delay_ms = version ? 0 : failure_delay(addr);
+    return a;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  a.kind = Admission::Kind::Answer;
+  if (stopping_) {
+    a.frame = busy_frame("server busy: the server is stopping");
+    return a;
+  }
+  if (sessions_ >= limits_.max_clients) {
+    ++busy_;
+    const std::string text = "server busy (" + std::to_string(sessions_) + " clients, --max-clients " +
+                             std::to_string(limits_.max_clients) + ")";
+    lock.unlock();
+    session_log(addr, "refused busy", "client " + addr + ": told " + text);
+    a.frame = busy_frame(text);
+    return a;
+  }
+  ++sessions_;
+  ++threads_;
+  a.kind = Admission::Kind::Start;
+  return a;
+}
+
+std::vector<uint8_t> Server::start(std::unique_ptr<Socket>* s, const std::string& addr) {
+  Socket* raw = s->get();
+  try {
+    std::thread t(&Server::run_session, this, raw, addr);
+    s->release();  // the thread owns it now (it may already be using it: release only forgets it)
+    t.detach();
+    return {};
+  } catch (const std::system_error& e) {
+    std::string line;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --sessions_;
+      --threads_;
+      ++busy_;
+      cv_.notify_all();
+      if (!thread_log_.time_since_epoch().count() || ms_since(thread_log_) >= limits_.log_interval_ms) {
+        thread_log_ = Clock::now();
+        line = "client " + addr + ": no thread could be started for its session (" + escape_text(e.what()) +
+               "): told 'server busy'" +
+               (thread_left_out_ ? " (" + std::to_string(thread_left_out_) + " more since the last line)" : "");
+        thread_left_out_ = 0;
+      } else {
+        ++thread_left_out_;
+      }
+    }
+    if (!line.empty()) log(line);
+    return busy_frame("server busy: no thread for another session now (" + std::string(e.what()) + ")");
+  }
+}
+
+void Server::refused(const std::string& addr, const Error& why) {
+  uint64_t left_out = 0;
+  if (!log_allowed(addr, &left_out)) return;
+  std::string more = left_out ? " (" + std::to_string(left_out) + " more refused since the last line)" : "";
+  log("client " + addr + ": refused before authentication: " + escape_text(describe_error(why), 200) + more);
+}
+
+void Server::run_session(Socket* raw, std::string addr) {
+  {
+    std::unique_ptr<Socket> s(raw);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) raw->shutdown_both();
       open_.insert(raw);
     }
-    TcpWire wire(std::move(s));
-    bool authed = false;
+    TcpWire wire(std::move(s), 1);  // the gate read the HELLO
     std::string outcome;
     std::string outcome_class;  // the kind of the "ended with" line, for its rate limit
-    try {
-      handle(wire, addr, true, &authed);
-    } catch (const Error& e) {
-      outcome = describe_error(e);
-      outcome_class = error_class_name(e.kind);
-      if (e.kind != ErrorKind::PeerClosed && e.kind != ErrorKind::PeerTimeout) wire.send_error(e);
-    } catch (const std::exception& e) {
-      outcome = e.what();
-      outcome_class = "other error";
-    }
-    if (!authed) {
-      std::lock_guard<std::mutex> lock(mu_);
-      --handshakes_;
-    }
-    uint64_t left_out = 0;
-    if (authed && !outcome.empty()) {
-      session_log(addr, "ended with " + outcome_class, "client " + addr + ": ended with " + escape_text(outcome, 300));
-    } else if (!authed && log_allowed(addr, &left_out)) {
-      std::string more = left_out ? " (" + std::to_string(left_out) + " more refused since the last line)" : "";
-      log("client " + addr + ": refused before authentication: " + escape_text(outcome, 200) + more);
-    }
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      open_.erase(raw);
+      struct Leave {
+        Server* s;
+        ~Leave() {
+          std::lock_guard<std::mutex> lock(s->mu_);
+          --s->sessions_;
+        }
+      } leave{this};
+      try {
+        BodyWriter w;
+        w.str(describe_host());
+        wire.send_control(FrameType::Welcome, w.bytes());
+        session_log(addr, "connected", "client " + addr + ": connected");
+        session_loop(wire, addr, true);
+        session_log(addr, "done", "client " + addr + ": done");
+      } catch (const Error& e) {
+        outcome = describe_error(e);
+        outcome_class = error_class_name(e.kind);
+        if (e.kind != ErrorKind::PeerClosed && e.kind != ErrorKind::PeerTimeout) wire.send_error(e);
+      } catch (const std::exception& e) {
+        outcome = e.what();
+        outcome_class = "other error";
+      }
     }
+    if (!outcome.empty())
+      session_log(addr, "ended with " + outcome_class, "client " + addr + ": ended with " + escape_text(outcome, 300));
+    std::lock_guard<std::mutex> lock(mu_);
+    open_.erase(raw);
   }  // the connection is closed before the server may go
   std::lock_guard<std::mutex> lock(mu_);
   --threads_;
   cv_.notify_all();
 }
 
-// ------------------------------------------------------------------------------ one connection
-void Server::handle(TcpWire& wire, const std::string& addr, bool counted, bool* authed) {
-  authenticate(wire, addr, counted);
-  if (counted) {
-    std::unique_lock<std::mutex> lock(mu_);
-    --handshakes_;
-    *authed = true;
-    if (sessions_ >= limits_.max_clients) {
-      int n = sessions_;
-      lock.unlock();
-      throw_unavailable("server busy (" + std::to_string(n) + " clients, --max-clients " +
-                        std::to_string(limits_.max_clients) + "): try again later");
-    }
-    ++sessions_;
-  } else {
-    *authed = true;
-  }
-  struct Leave {
-    Server* s;
-    bool counted;
-    ~Leave() {
-      if (!counted) return;
-      std::lock_guard<std::mutex> lock(s->mu_);
-      --s->sessions_;
-    }
-  } leave{this, counted};
-  BodyWriter w;
-  w.str(describe_host());
-  wire.send_control(FrameType::Welcome, w.bytes());
-  if (counted) session_log(addr, "connected", "client " + addr + ": connected");
-  session_loop(wire, addr, counted);
-  if (counted) session_log(addr, "done", "client " + addr + ": done");
-}
-
-void Server::authenticate(TcpWire& wire, const std::string& addr, bool throttle) {
-  // A short deadline for the whole HELLO, however the peer trickles it: an unauthenticated
-  // connection holds a thread and a socket for at most this long.
+// serve_one's single client: it ends the serving after one attempt anyway, so no delay.
+void Server::authenticate(TcpWire& wire) {
+  // A short deadline for the whole HELLO, however the peer trickles it.
   wire.socket().set_deadline_ms(std::min(timeout_ms_, limits_.handshake_ms));
-  // Before authentication only a HELLO or an ERROR is read, each of a few KiB at most: no
-  // unauthenticated peer makes this server allocate more (512 handshakes x 4 KiB).
   FrameHeader hdr = wire.recv_header();
-  const bool hello = hdr.type == static_cast<uint16_t>(FrameType::Hello);
-  if (!hello && hdr.type != static_cast<uint16_t>(FrameType::Error))
-    throw_protocol(std::string("expected HELLO, got ") + frame_type_name(hdr.type));
-  const uint32_t cap = kMaxPreAuthBytes;  // decode_hello then bounds the token itself
-  if (hdr.length > cap)
-    throw_protocol(std::string("a ") + frame_type_name(hdr.type) + " frame of " + std::to_string(hdr.length) +
-                   " bytes before authentication (at most " + std::to_string(cap) + ")");
+  check_preauth_header(hdr);
   std::vector<uint8_t> body(hdr.length);
   if (hdr.length) wire.recv_raw(body.data(), hdr.length);
-  if (!hello) throw decode_error(body.data(), body.size(), "handshake");
+  if (hdr.type != static_cast<uint16_t>(FrameType::Hello)) throw decode_error(body.data(), body.size(), "handshake");
   Hello h = decode_hello(body.data(), body.size());
   if (h.version != kWireVersion || !tokens_equal(h.token, token_)) {
     std::string why = h.version != kWireVersion ? "wire version mismatch" : "wrong or missing token";
-    if (throttle && h.version == kWireVersion) {
-      // Slow down guessing from this address (a growing delay on this connection, never a ban:
-      // a classroom behind one NAT shares an address). serve_one's single client gets no delay:
-      // it ends the serving after one attempt anyway.
-      int delay = failure_delay(addr);
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(delay), [&] { return stopping_; });
-    }
     BodyWriter w;
     w.str(why);
     wire.send_control(FrameType::Reject, w.bytes());

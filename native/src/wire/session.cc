@@ -1,6 +1,10 @@
 #include "wire/session.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <thread>
 
 #include "core/error.h"
 
@@ -74,9 +78,61 @@ bool tokens_equal(const std::string& a, const std::string& b) {
 }
 
 // ------------------------------------------------------------------------------ client side
+namespace {
+
+// A refusal for capacity ("server busy ..."), which the client waits out; any other is final.
+bool is_busy(const Error& e) {
+  return e.kind == ErrorKind::Unavailable && e.text.compare(0, 11, "server busy") == 0;
+}
+
+constexpr int kMinTryMs = 200;  // a retry after "server busy" is not started with less time left
+
+std::string seconds_text(std::chrono::steady_clock::duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", std::chrono::duration<double>(d).count());
+  return buf;
+}
+
+}  // namespace
+
 ClientSession::ClientSession(const std::string& host, int port, const std::string& token, int timeout_ms) {
   check_session_limits(token, timeout_ms);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point end = start + std::chrono::milliseconds(timeout_ms);
+  std::minstd_rand jitter(static_cast<uint32_t>(start.time_since_epoch().count()) ^
+                          static_cast<uint32_t>(reinterpret_cast<uintptr_t>(this)));
+  int backoff_ms = 50;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    try {
+      handshake(host, port, token, static_cast<int>(std::clamp<long long>(left, std::min(kMinTryMs, timeout_ms), timeout_ms)));
+      wire_->socket().set_timeout(timeout_ms);  // a retry's shorter connect timeout is not the session's
+      return;
+    } catch (const Error& e) {
+      // The server is full (handshake places or --max-clients): wait for a place, inside the
+      // timeout, with a growing, jittered pause so a room of clients does not retry in step.
+      if (!is_busy(e)) throw;
+      // Each try gets kMinTryMs at least: one cut shorter would end in a timeout, not a place.
+      const auto now = Clock::now();
+      const auto last_pause = end - now - std::chrono::milliseconds(kMinTryMs);
+      if (last_pause <= Clock::duration::zero()) {
+        const std::string flag = e.text.find("--max-handshakes") != std::string::npos ? "--max-handshakes" : "--max-clients";
+        throw Error(ErrorKind::Unavailable, "peer", "handshake", 0,
+                    e.text + "; retried for " + seconds_text(now - start) +
+                        " s (raise --timeout, or ask the instructor to raise " + flag + ")");
+      }
+      const int pause = backoff_ms / 2 + static_cast<int>(jitter() % static_cast<unsigned>(backoff_ms));
+      std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(pause), last_pause));
+      backoff_ms = std::min(backoff_ms * 2, 1000);
+    }
+  }
+}
+
+void ClientSession::handshake(const std::string& host, int port, const std::string& token, int timeout_ms) {
   wire_ = std::make_unique<TcpWire>(Socket::connect(host, port, timeout_ms));
+  // The whole answer within the timeout, however the server trickles it.
+  wire_->socket().set_deadline_ms(timeout_ms);
   Hello h;
   h.token = token;
   wire_->send_control(FrameType::Hello, encode_hello(h));
@@ -92,6 +148,7 @@ ClientSession::ClientSession(const std::string& host, int port, const std::strin
   if (hdr.type != static_cast<uint16_t>(FrameType::Welcome))
     throw_protocol(std::string("expected WELCOME, got ") + frame_type_name(hdr.type));
   description_ = r.text(kMaxControlBytes);
+  wire_->socket().clear_deadline();
 }
 
 ClientSession::~ClientSession() { close(); }

@@ -11,6 +11,7 @@
 //              client checks. A mismatch on either side raises Error(Verify) on the client.
 // End:       BYE.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -28,6 +29,7 @@
 #include "core/buffer.h"
 #include "core/timing.h"
 #include "wire/frame.h"
+#include "wire/gate.h"
 #include "wire/socket.h"
 #include "wire/tcp.h"
 
@@ -95,7 +97,8 @@ bool build_or_refuse(TcpWire& control, const RefusalLog& refused, Build&& build)
 class ClientSession {
  public:
   // Connects and completes the handshake; REJECT becomes Error(Auth), an ERROR frame the
-  // peer's error.
+  // peer's error. A server that is full ("server busy") is tried again, with backoff, until
+  // timeout_ms have passed; then the error says how long it waited and what to raise.
   ClientSession(const std::string& host, int port, const std::string& token, int timeout_ms);
   ~ClientSession();
   ClientSession(const ClientSession&) = delete;
@@ -111,6 +114,7 @@ class ClientSession {
   void close();
 
  private:
+  void handshake(const std::string& host, int port, const std::string& token, int timeout_ms);
   std::unique_ptr<TcpWire> wire_;
   std::string description_;
 };
@@ -135,10 +139,15 @@ using RequestHandler =
     std::function<void(TcpWire& control, const std::vector<uint8_t>& body, const RefusalLog& refused)>;
 
 // What a server allows; ServerLimits{} is what `gdrlab serve` uses without flags, except the
-// memory budget (0: none), whose default the command line computes from the machine.
+// memory budget (0: none), whose default the command line computes from the machine. The server
+// lowers the counts that do not fit this process's limits (threads, descriptors) and says so in
+// limit_notes().
 struct ServerLimits {
-  int max_clients = 64;             // authenticated sessions at once; more get "server busy"
-  int max_handshakes = 512;         // connections not yet authenticated; more are closed at once
+  int max_clients = 64;             // authenticated sessions at once; more are told "server busy"
+  int max_handshakes = 512;         // connections not yet authenticated; a new one past this
+                                    // closes the oldest, telling it "server busy" (see wire/gate.h)
+  int max_handshakes_per_host = 128;  // ... of them from one address
+  int max_closing = 1024;           // answered connections draining before they close
   int handshake_ms = 5000;          // HELLO must arrive complete within this
   int idle_ms = 60 * 1000;          // an authenticated session idle this long between tests is closed
   int device = 0;                   // the GPU every GPU test of this server uses, whatever a client asks
@@ -148,7 +157,12 @@ struct ServerLimits {
                                     // authenticated sessions' lines: a few of each kind per interval
 };
 
-class Server {
+// Lowers the counts in *lim that this process cannot hold (RLIMIT_NOFILE, which it first tries to
+// raise to its hard limit; RLIMIT_NPROC, the cgroup's pids.max and RLIMIT_AS for session threads);
+// one line per change, naming the limit.
+std::vector<std::string> fit_limits_to_process(ServerLimits* lim);
+
+class Server : private GateOwner {
  public:
   // A non-loopback address without a token is refused: anyone could otherwise use this host's
   // GPU memory and bandwidth.
@@ -165,8 +179,9 @@ class Server {
   // Waits up to accept_ms for one client and serves it in this thread until BYE or an error.
   // Returns false if no client came; errors of that client are returned in *error.
   bool serve_one(int accept_ms, std::string* error);
-  // Accepts clients for up to ms, each served on a thread of its own (a thread per connection,
-  // bounded by max_handshakes + max_clients); returns early never. Sessions outlive the call.
+  // Accepts clients for up to ms: handshakes on this thread (wire/gate.h), each authenticated
+  // session on a thread of its own (at most max_clients); returns early never. Sessions outlive
+  // the call. One thread at a time may call it.
   void serve_for(int ms);
   // Log lines since the last call, each one line of printable ASCII naming the client's address.
   // Authenticated sessions' lines ("connected", "done", "ended with <error class>", "refused
@@ -176,17 +191,28 @@ class Server {
   std::vector<std::string> take_log(bool final = false);
   uint64_t clients_served() const;
   int active_sessions() const;
+  // Observable state, for operators and for tests that wait on it instead of on time.
+  int handshakes_in_progress() const { return gate_.pending(); }
+  int closing_connections() const { return gate_.closing(); }
+  int session_threads() const;       // session threads alive (a session's last log line is written before its thread ends)
+  uint64_t busy_refusals() const;    // connections told "server busy" (evictions included)
   const ServerLimits& limits() const { return limits_; }
+  const std::vector<std::string>& limit_notes() const { return limit_notes_; }
   // The memory budget every wire reserves from before allocating (verbs: reserve its buffers
   // here too). Throws Error(Unavailable) naming the flag when a request does not fit.
   MemoryBudget& budget() { return budget_; }
 
  private:
   struct AddrState;
-  void handle(TcpWire& wire, const std::string& addr, bool counted, bool* authed);
-  void authenticate(TcpWire& wire, const std::string& addr, bool throttle);
+  // GateOwner: what the gate asks about a connection's first frame.
+  Admission admit(const std::string& addr, const FrameHeader& hdr, const std::vector<uint8_t>& body) override;
+  std::vector<uint8_t> start(std::unique_ptr<Socket>* s, const std::string& addr) override;
+  void refused(const std::string& addr, const Error& why) override;
+  void note(const std::string& line) override { log(line); }
+  // serve_one's client: the whole session on the calling thread.
+  void authenticate(TcpWire& wire);
+  void run_session(Socket* raw, std::string addr);
   void session_loop(TcpWire& wire, const std::string& addr, bool counted);
-  void run_connection(std::unique_ptr<Socket> s);
   void log(const std::string& line);
   // A line of an authenticated session, of a kind ("connected", "ended with Protocol"): logged
   // unless this address already logged kSessionLinesPerKind of that kind this interval.
@@ -200,16 +226,19 @@ class Server {
   std::string token_;
   int timeout_ms_;
   ServerLimits limits_;
+  std::vector<std::string> limit_notes_;
   MemoryBudget budget_;
+  Gate gate_;
+  std::atomic<bool> serving_{false};
   std::vector<std::pair<FrameType, RequestHandler>> handlers_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
   uint64_t served_ = 0;
-  int threads_ = 0;      // connection threads alive
-  int handshakes_ = 0;   // connections not yet authenticated
+  int threads_ = 0;      // session threads alive
   int sessions_ = 0;     // authenticated sessions
+  uint64_t busy_ = 0;    // told "server busy" after authenticating (--max-clients, no thread)
   std::set<Socket*> open_;
   struct LineKind {  // one kind of session line from one address
     std::chrono::steady_clock::time_point since{};  // start of its current interval
@@ -220,6 +249,7 @@ class Server {
     bool seen = false, logged = false;
     int failures = 0;
     std::chrono::steady_clock::time_point last_failure{}, last_log{};
+    std::chrono::steady_clock::time_point next_answer{};  // refused tokens' answers: one per 50 ms at most
     uint64_t suppressed = 0;
     std::map<std::string, LineKind> kinds;  // a few fixed names, bounded
   };
@@ -228,8 +258,8 @@ class Server {
   int refusal_lines_ = 0;
   std::deque<std::string> log_;
   uint64_t log_dropped_ = 0;
-  std::chrono::steady_clock::time_point last_full_log_{};
-  uint64_t full_suppressed_ = 0;
+  std::chrono::steady_clock::time_point thread_log_{};
+  uint64_t thread_left_out_ = 0;
 };
 
 // Peer text as one printable ASCII line for a log or terminal: control characters, newlines,

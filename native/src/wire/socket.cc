@@ -71,6 +71,11 @@ void Socket::clear_deadline() {
 
 void Socket::shutdown_both() { ::shutdown(fd_, SHUT_RDWR); }
 
+void Socket::set_nonblocking(bool on) {
+  int fl = fcntl(fd_, F_GETFL, 0);
+  fcntl(fd_, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
+}
+
 std::string Socket::peer_name() const {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
@@ -210,6 +215,8 @@ Listener::Listener(const std::string& host, int port) : host_(host) {
       continue;
     }
     fd_ = fd;
+    // Non-blocking: a connection that went away between poll and accept must not block accept.
+    fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL, 0) | O_NONBLOCK);
     if (ai->ai_family == AF_INET) {
       auto* sin = reinterpret_cast<sockaddr_in*>(ai->ai_addr);
       loopback_ = (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
@@ -244,7 +251,16 @@ std::unique_ptr<Socket> Listener::accept(int wait_ms, int io_timeout_ms) {
   if (pr <= 0) return nullptr;
   int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) {
-    if (errno == EAGAIN || errno == ECONNABORTED || errno == EINTR) return nullptr;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED || errno == EINTR) return nullptr;
+    throw_system("accept", errno);
+  }
+  return std::make_unique<Socket>(fd, io_timeout_ms);
+}
+
+std::unique_ptr<Socket> Listener::accept_waiting(int io_timeout_ms) {
+  int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED || errno == EINTR) return nullptr;
     throw_system("accept", errno);
   }
   return std::make_unique<Socket>(fd, io_timeout_ms);

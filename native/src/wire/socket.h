@@ -29,6 +29,9 @@ class Socket {
   void send_two(const void* a, size_t na, const void* b, size_t nb);
   void recv_all(void* p, size_t n);
   void shutdown_both();
+  // Non-blocking mode, for the server's handshake stage (its reads go through the fd with poll);
+  // a session thread sets the socket back to blocking before it takes it over.
+  void set_nonblocking(bool on);
   int fd() const { return fd_; }
   std::string peer_name() const;
 
@@ -51,6 +54,9 @@ class Listener {
   bool is_loopback() const { return loopback_; }
   // Waits up to wait_ms for a connection; nullptr if none came.
   std::unique_ptr<Socket> accept(int wait_ms, int io_timeout_ms);
+  // A connection already waiting, as a non-blocking socket; nullptr if none is (never waits).
+  std::unique_ptr<Socket> accept_waiting(int io_timeout_ms);
+  int fd() const { return fd_; }
 
  private:
   int fd_ = -1;

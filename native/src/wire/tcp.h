@@ -15,6 +15,9 @@ namespace gdrlab {
 class TcpWire {
  public:
   explicit TcpWire(std::unique_ptr<Socket> sock) : sock_(std::move(sock)) {}
+  // A connection whose first `received` frames were read elsewhere (the server reads the HELLO
+  // before a session thread takes the connection over).
+  TcpWire(std::unique_ptr<Socket> sock, uint32_t received) : sock_(std::move(sock)), recv_seq_(received) {}
 
   void send_control(FrameType type, const std::vector<uint8_t>& body = {});
   // Sends an Error frame describing e (best effort: a broken connection is ignored).
