@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.gdrlab-installed
 
-.PHONY: lab lab-instructor test test-fast test-asan fuzz-ci release release-check constraints wheel bench-cpu clean
+.PHONY: lab lab-instructor test test-fast test-asan test-stress fuzz-ci release release-check constraints wheel bench-cpu clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ test: $(STAMP)
 
 test-asan: $(STAMP)
 	bash bench/asan_tests.sh
+
+# the timing-sensitive tests, 5 runs in a row plain and sanitized, beside two CPU-bound processes
+test-stress: $(STAMP)
+	bash bench/stress_tests.sh
 
 fuzz-ci:
 	bash bench/fuzz.sh 60

@@ -320,8 +320,6 @@ def _serve(server: Server, once: bool) -> int:
         while acceptor.is_alive() and not signalled:
             stop.wait(0.25)
             for line in server.take_log():  # already escaped and capped by the engine
-                if signalled:
-                    break
                 print(f"gdrlab serve: {line}", file=sys.stderr, flush=True)
     finally:
         stop.set()

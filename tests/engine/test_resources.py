@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import TIME_SCALE, UNDER_ASAN, child_processes, count_fds, read_vmlck_kb
+from conftest import TIME_SCALE, UNDER_ASAN, child_processes, count_fds, read_vmlck_kb, wait_until
 from gdrlab import engine
 
 pytestmark = pytest.mark.timeout(300)
@@ -48,7 +48,8 @@ def test_connections_and_buffers_cycle_without_growth(native_server):
     fds0, lck0, rss0 = count_fds(), read_vmlck_kb(), _rss_kb()
     for i in range(CYCLES):
         one_cycle(i)
-    time.sleep(0.2)  # the server thread closes the last socket after its session
+    # the server thread closes the last socket just after its session: wait for it, then measure
+    wait_until(lambda: count_fds() <= fds0, 10, f"the fd count to come back to {fds0}")
     fds1, lck1, rss1 = count_fds(), read_vmlck_kb(), _rss_kb()
     assert fds1 <= fds0, f"fd count grew from {fds0} to {fds1} over {CYCLES} cycles"
     assert lck1 <= lck0, f"VmLck grew from {lck0} to {lck1} KiB"
@@ -242,12 +243,12 @@ def test_gpu_path_connections_cycle(gpu, native_server, path):
     dev = engine.Buffer(4 * MIB, kind="device")
     with engine.Connection("127.0.0.1", native_server.port, native_server.token, timeout_s=10) as c:
         c.transfer(dev, path)
-    time.sleep(0.1)
+    # the server's side of the warm-up session frees its buffers just after the client returns
+    wait_until(lambda: nat.live_pinned_bytes() == 0, 10, "the warm-up session's pinned buffers to be freed")
     pin0, dev0, fds0, lck0 = nat.live_pinned_bytes(), nat.live_device_bytes(), count_fds(), read_vmlck_kb()
     for i in range(200):
         with engine.Connection("127.0.0.1", native_server.port, native_server.token, timeout_s=10) as c:
             assert c.transfer(dev, path, size=1 + (i * 7919) % (4 * MIB))
-    time.sleep(0.2)
-    assert nat.live_pinned_bytes() == pin0, "pinned bytes leaked by a path endpoint"
-    assert nat.live_device_bytes() == dev0, "device bytes leaked by a path endpoint"
+    wait_until(lambda: nat.live_pinned_bytes() == pin0 and nat.live_device_bytes() == dev0, 10,
+               "pinned and device bytes back where they were (a path endpoint leaked them otherwise)")
     assert count_fds() <= fds0 and read_vmlck_kb() <= lck0 + 1024

@@ -93,15 +93,16 @@ def test_sweep_runs_in_a_thread_fills_the_figure_and_ends(not_quick):
 
 
 def test_stop_ends_the_sweep_early(not_quick):
-    release = threading.Event()
+    release, measuring = threading.Event(), threading.Event()
 
     def measure(n):
+        measuring.set()
         release.wait(5)
         return {"size": n, "bw_gbps": 1.0}
 
     sw = widgets.SweepWidget(measure, "8:1M")
     sw.start()
-    time.sleep(0.05)
+    assert measuring.wait(30)  # the first size is being measured
     sw._stop.set()  # what the Stop button does
     release.set()
     assert sw.join(10)
