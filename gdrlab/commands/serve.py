@@ -331,6 +331,8 @@ def _serve(server: Server, once: bool) -> int:
             time.sleep(0.02)
         _final_lines(server)
     if signalled:
+        if signalled[0] == signal.SIGINT:
+            print("gdrlab: interrupted", file=sys.stderr, flush=True)  # as every other command says it
         return 128 + signalled[0]
     if failed:
         raise failed[0]

@@ -278,15 +278,19 @@ def test_truncated_data_payload_mid_test(target):
 
 
 def test_silent_client_times_out_and_next_client_is_served(target):
-    """A client that connects and sends nothing holds the (one-at-a-time) server for at most its
-    timeout (1 s here); a well-formed client queued behind it is then served."""
+    """A client that connects and sends nothing holds the server for at most its timeout (1 s
+    here): the one-at-a-time server serves the client queued behind it then, the concurrent one at
+    once; the silent client is closed (by `serve` with an ERROR naming the deadline first)."""
     silent = raw_connect(target.port)
     try:
         t0 = time.monotonic()
-        target.good_client()  # waits in the backlog behind the silent one
+        target.good_client()  # the native server: waits in the backlog behind the silent one
         assert time.monotonic() - t0 < FAULT_DEADLINE_S
         silent.settimeout(FAULT_DEADLINE_S)
-        assert silent.recv(1) == b"", "server did not close the silent client's connection"
+        said = b""
+        while chunk := silent.recv(4096):  # a reset would raise here
+            said += chunk
+        assert said == b"" or (said[6] == 6 and b"no complete HELLO within 1000 ms" in said), said
     finally:
         close_quietly(silent)
     assert target.wait_fds_at_most(target.baseline_fds) <= target.baseline_fds

@@ -66,8 +66,8 @@ void Gate::round(int wait_ms) {
   int timeout = std::max(0, wait_ms);
   for (const Pending& p : pending_) timeout = std::min(timeout, ms_until(p.deadline, now));
   for (const Closing& c : closing_) timeout = std::min(timeout, ms_until(c.frame.empty() ? c.until : c.due, now));
-  const bool listen = !stopped_ && now >= accept_pause_;
-  if (!listen && !stopped_) timeout = std::min(timeout, ms_until(accept_pause_, now));
+  const bool listen = now >= accept_pause_;
+  if (!listen) timeout = std::min(timeout, ms_until(accept_pause_, now));
 
   std::vector<pollfd> fds;
   fds.reserve(1 + pending_.size() + closing_.size());
@@ -88,6 +88,9 @@ void Gate::round(int wait_ms) {
     for (pollfd& f : fds) f.revents = 0;
   }
   now = Clock::now();
+  // Closing sockets first: answering a pending connection may make room in that list, which
+  // would leave these iterators dangling.
+  for (size_t i = 0; i < clos.size(); ++i) service_closing(clos[i], fds[1 + pend.size() + i].revents, now);
   for (size_t i = 0; i < pend.size(); ++i) {
     const short ev = fds[1 + i].revents;
     if (ev & (POLLIN | POLLHUP | POLLERR)) {
@@ -99,7 +102,6 @@ void Gate::round(int wait_ms) {
                    "no complete HELLO within " + std::to_string(limits_.handshake_ms) + " ms"),
              true);
   }
-  for (size_t i = 0; i < clos.size(); ++i) service_closing(clos[i], fds[1 + pend.size() + i].revents, now);
   if (listen && (fds[0].revents & POLLIN)) accept_new();
   pending_count_ = static_cast<int>(pending_.size());
   closing_count_ = static_cast<int>(closing_.size());
@@ -120,10 +122,6 @@ void Gate::accept_new() {
     }
     if (!s) return;
     const std::string addr = s->peer_name();
-    if (stopped_) {
-      add_closing(std::move(s), busy_frame("server busy: the server is stopping"), 0);
-      continue;
-    }
     const std::string host = host_part(addr);
     if (static_cast<int>(pending_.size()) >= limits_.max_pending) {
       evict(pending_.begin(), "server busy: all " + std::to_string(limits_.max_pending) +
@@ -305,16 +303,6 @@ void Gate::service_closing(ClosingIt it, short revents, Clock::time_point now) {
   } else if (c.until <= now) {
     closing_.erase(it);
   }
-}
-
-void Gate::stop() {
-  stopped_ = true;
-  while (!pending_.empty()) {
-    std::unique_ptr<Socket> s = std::move(pending_.front().sock);
-    drop_pending(pending_.begin());
-    add_closing(std::move(s), busy_frame("server busy: the server is stopping"), 0);
-  }
-  pending_count_ = 0;
 }
 
 }  // namespace gdrlab

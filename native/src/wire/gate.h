@@ -77,8 +77,6 @@ class Gate {
   // One round: waits up to wait_ms for the listener or any gate socket, then accepts, reads and
   // answers what is ready. Returns early when something happened.
   void round(int wait_ms);
-  // Stop taking connections: every one waiting is answered busy ("the server is stopping").
-  void stop();
   // Counts as of the last round; safe to read from any thread.
   int pending() const { return pending_count_; }
   int closing() const { return closing_count_; }
@@ -125,7 +123,6 @@ class Gate {
   std::list<Pending> pending_;      // oldest first
   std::map<std::string, int> per_host_;
   std::list<Closing> closing_;
-  bool stopped_ = false;
   std::atomic<int> pending_count_{0}, closing_count_{0};
   std::atomic<uint64_t> evicted_{0};
   Clock::time_point accept_pause_{};  // accept failed: the listener rests until then
