@@ -171,6 +171,9 @@ def resolve_token(args: argparse.Namespace, host: str) -> tuple[str, list[str], 
             token = raw.decode("utf-8").strip()
         except UnicodeDecodeError:
             raise InvalidArgument(f"--token-file {path}: the token is not valid UTF-8 text") from None
+        if not token:  # asked for a token: never serve without one, on loopback either
+            raise InvalidArgument(f"--token-file {_printable(path)} holds no token (it is empty or only "
+                                  "whitespace): write one into it, or use --gen-token")
         where = f"--token-file {path}"
     elif args.token is not None:
         token = _utf8(args.token, "--token")

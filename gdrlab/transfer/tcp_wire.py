@@ -43,6 +43,16 @@ def check_test(wire: str, paths: tuple[str, ...], path: str, size: int, mode: st
         raise InvalidArgument(f"offset must be >= 0, got {offset}")
 
 
+def _check_utf8(what: str, text: str) -> None:
+    """Command-line and environment text arrive with undecodable bytes as surrogates: one line
+    instead of the engine's argument TypeError."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = text.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")[:200]
+        raise InvalidArgument(f"{what} is not valid UTF-8 text ({shown})") from None
+
+
 class Connection:
     """A session with a ``gdrlab serve`` peer over the tcp wire."""
 
@@ -50,6 +60,8 @@ class Connection:
 
     def __init__(self, host: str, port: int, token: str = "", timeout_s: float = 10.0) -> None:
         check_timeout(timeout_s)
+        for what, text in (("the peer's host", host), ("the token", token or "")):
+            _check_utf8(what, text)
         self._args = (host, int(port), token or "", int(timeout_s * 1000))
         self._c = self._client_class()(*self._args)
         self.peer = f"{host}:{port}"

@@ -226,3 +226,29 @@ def test_client_error_text_neither_ends_the_server_nor_reaches_the_log_raw(text)
     assert "\x1b" not in err, err
     assert not any(line.startswith("forged log line") for line in err.splitlines()), err
     assert "refused before authentication" in err and "127.0.0.1" in err
+
+
+# --------------------------------------------------------------------------- the serve probe's E8, E11
+@pytest.mark.parametrize("args,env,said", [
+    (["--token", os.fsdecode(b"a\xffb")], {}, "the token is not valid UTF-8 text (a\\xffb)"),
+    ([], {"GDRLAB_TOKEN": os.fsdecode(b"\xff")}, "the token is not valid UTF-8 text (\\xff)"),
+], ids=["--token", "GDRLAB_TOKEN"])
+def test_bench_refuses_a_token_that_is_not_utf8_in_one_line(run_cli, args, env, said):
+    r = run_cli("bench", "--peer", "127.0.0.1:1", "--sizes", "8", *args, env=env)
+    assert r.returncode != 0 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_bench_refuses_a_peer_host_that_is_not_utf8_in_one_line(run_cli):
+    r = run_cli("bench", "--peer", os.fsdecode(b"h\xff:1"), "--sizes", "8")
+    assert r.returncode != 0 and "the peer's host is not valid UTF-8 text (h\\xff)" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("content", [b"", b"  \n\t\n"], ids=["empty", "whitespace"])
+def test_an_empty_token_file_is_refused_even_on_loopback(run_cli, tmp_path, content):
+    f = tmp_path / "token"
+    f.write_bytes(content)
+    r = run_cli("serve", "--token-file", str(f), "--listen", "127.0.0.1:0", timeout=30)
+    assert r.returncode != 0 and f"--token-file {f} holds no token" in r.stderr, r.stderr
+    assert "listening" not in r.stderr
