@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import InvalidArgument
 from ._common import Subparsers, add_command
@@ -51,9 +51,9 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p.add_argument("--device", type=int, default=0, metavar="N",
                    help="the GPU every GPU test of this server uses, tcp and verbs wire alike, whatever a client "
                         "asks (default 0; one this machine does not have is refused at start-up)")
-    p.add_argument("--max-clients", type=_max_clients, default=DEFAULT_MAX_CLIENTS, metavar="N",
+    p.add_argument("--max-clients", type=_count_between(1, 4096), default=DEFAULT_MAX_CLIENTS, metavar="N",
                    help=f"authenticated clients served at once; more are told 'server busy' (default {DEFAULT_MAX_CLIENTS})")
-    p.add_argument("--max-handshakes", type=_max_handshakes, default=DEFAULT_MAX_HANDSHAKES, metavar="N",
+    p.add_argument("--max-handshakes", type=_count_between(1, 65536), default=DEFAULT_MAX_HANDSHAKES, metavar="N",
                    help="connections authenticating at once (no thread each); past this the oldest is told "
                         f"'server busy' and clients retry within their --timeout (default {DEFAULT_MAX_HANDSHAKES})")
     p.add_argument("--max-pinned", type=_size, default=None, metavar="BYTES",
@@ -73,25 +73,17 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 
 # --------------------------------------------------------------------------- argument checks
-def _max_clients(text: str) -> int:
-    import argparse
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {_printable(text)}") from None
-    if not 1 <= value <= 4096:
-        raise argparse.ArgumentTypeError(f"must be between 1 and 4096, got {value}")
-    return value
-
-
-def _max_handshakes(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {_printable(text)}") from None
-    if not 1 <= value <= 65536:
-        raise argparse.ArgumentTypeError(f"must be between 1 and 65536, got {value}")
-    return value
+def _count_between(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from lo to hi, one clear line otherwise."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {_printable(text)}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be between {lo} and {hi}, got {value}")
+        return value
+    return parse
 
 
 def _size(text: str) -> int:

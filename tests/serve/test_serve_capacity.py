@@ -188,6 +188,8 @@ def test_a_session_thread_that_cannot_start_is_logged_and_answered_busy(tmp_path
     preload = " ".join(p for p in (os.environ.get("LD_PRELOAD", ""), str(shim)) if p)
     sp = start_serve(timeout_s=5, env={"LD_PRELOAD": preload, "FAIL_THREADS_FLAG": str(flag)})
     try:
+        with engine.Connection("127.0.0.1", sp.port, sp.token, timeout_s=10) as c:  # serve's own threads run
+            assert _verified(c)
         flag.touch()
         with pytest.raises(Unavailable, match=r"server busy: no thread for another session now .*retried for"):
             engine.Connection("127.0.0.1", sp.port, sp.token, timeout_s=1.0)
