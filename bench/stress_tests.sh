@@ -26,7 +26,7 @@ for mode in $MODES; do
   for i in $(seq 1 "$RUNS"); do
     start=$(date +%s)
     if [ "$mode" = asan ]; then
-      bash bench/asan_tests.sh "$@" -q
+      bash bench/asan_tests.sh "$@"
     else
       "$PY" -m pytest "$@" -q -p no:cacheprovider
     fi
