@@ -15,7 +15,7 @@ import struct
 import time
 
 import pytest
-from conftest import SERVED_TOKEN as TOKEN, TIME_SCALE
+from conftest import SERVED_TOKEN as TOKEN, TIME_SCALE, wait_until
 
 from gdrlab import engine
 from gdrlab.errors import Unavailable
@@ -196,3 +196,42 @@ def test_serve_counts_left_out_lines_when_it_stops(serve_factory):
     connected = _count(err, ": connected")
     assert connected <= PER_KIND * windows, err
     assert connected + _left_out(err, "connected") == 30, err
+
+
+def test_refusals_before_authentication_left_out_are_counted_when_the_interval_ends(served):
+    """A burst of refused connections from one address, then quiet: the count of those left out
+    comes in a line of its own once the interval is over (not only in a next refusal that may never
+    come), and at the stop (probe E12)."""
+    s = served(log_interval_ms=int(400 * TIME_SCALE))
+    for _ in range(5):  # bad magic: refused from the header, each answered and logged (or counted)
+        with socket.create_connection(("127.0.0.1", s.server.port), timeout=5) as sock:
+            sock.sendall(b"\0" * 16)
+            while sock.recv(4096):
+                pass
+    s.quiet()
+    lines: list[str] = []
+
+    def summarised() -> bool:
+        lines.extend(s.server.take_log())
+        return any("more refused before authentication left out" in ln for ln in lines)
+
+    wait_until(summarised, 10, "the summary of the refusals left out")
+    refused = [ln for ln in lines if ": refused before authentication: " in ln]
+    summary = [ln for ln in lines if "more refused before authentication left out" in ln]
+    assert len(refused) == 1 and summary == ["client 127.0.0.1: 4 more refused before authentication left out "
+                                             "(one line per address per interval)"], lines
+    assert s.server.take_log(final=True) == []  # counted once, not again at the stop
+
+
+def test_refusals_left_out_are_counted_at_the_stop(served):
+    s = served(log_interval_ms=600_000)
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", s.server.port), timeout=5) as sock:
+            sock.sendall(b"\0" * 16)
+            while sock.recv(4096):
+                pass
+    s.quiet()
+    lines = s.server.take_log()
+    assert len([ln for ln in lines if ": refused before authentication: " in ln]) == 1, lines
+    assert "client 127.0.0.1: 2 more refused before authentication left out (one line per address per interval)" \
+        in s.server.take_log(final=True)

@@ -72,3 +72,40 @@ def test_error_during_handshake_keeps_the_reason():
         engine.Connection("127.0.0.1", ls.getsockname()[1], "", timeout_s=2.0)
     th.join(5)
     ls.close()
+
+
+def test_a_server_that_trickles_its_welcome_cannot_hold_the_client():
+    """One byte of WELCOME every 0.3 s, each inside the client's 1 s per-call timeout: the client's
+    handshake deadline ends it after about 1 s instead of waiting for the whole frame (probe E9)."""
+    import pytest
+    from gdrlab import errors
+
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+    done = threading.Event()
+    body = (200).to_bytes(4, "little") + b"d" * 200
+    welcome = nat.encode_header(nat.FRAME_MAGIC, nat.WIRE_VERSION, 2, 0, len(body)) + body
+
+    def trickle():
+        c, _ = ls.accept()
+        c.recv(4096)
+        try:
+            for b in welcome:
+                if done.wait(0.3):
+                    break
+                c.sendall(bytes([b]))
+        except OSError:
+            pass
+        c.close()
+
+    th = threading.Thread(target=trickle, daemon=True)
+    th.start()
+    t0 = time.monotonic()
+    with pytest.raises(errors.PeerTimeout):
+        engine.Connection("127.0.0.1", ls.getsockname()[1], "", timeout_s=1.0)
+    took = time.monotonic() - t0
+    done.set()
+    th.join(5)
+    ls.close()
+    assert took < 3.0, f"the client waited {took:.1f} s for a trickled WELCOME"  # the whole frame takes 65 s
