@@ -1,6 +1,8 @@
 // libFuzzer target: a real Server and a real Client talking to fuzz input over loopback tcp.
 //   first byte even: the input is what a client sends to a gdrlab::Server (token "fuzz-token");
-//                    the server must end that client with an error or BYE and stay usable.
+//                    the server must end that client with an error or BYE and stay usable. The
+//                    last byte's low bit picks how it is served: serve_one on this thread, or the
+//                    concurrent server's handshake stage (wire/gate.h) and a session thread.
 //   first byte odd:  the input is what a server answers to a gdrlab::Client that runs one small
 //                    host-path test; the client must fail with gdrlab::Error or succeed.
 // Neither side may crash, hang past its timeout, leak or read out of bounds.
@@ -89,6 +91,36 @@ void server_case(const uint8_t* p, size_t n) {
     add_verbs_wire(*s);
     return s;
   }();
+  if (n && (p[n - 1] & 1)) {
+    static Server* concurrent = [] {
+      ServerLimits limits;
+      limits.max_host_bytes = 64u << 20;
+      limits.max_gpu_bytes = 64u << 20;
+      auto* s = new Server("127.0.0.1", 0, kToken, kTimeoutMs, limits);
+      add_tcp_wire(*s);
+      add_verbs_wire(*s);
+      std::thread([s] {
+        for (;;) s->serve_for(1000);
+      }).detach();
+      return s;
+    }();
+    int fd = connect_loopback(concurrent->port());
+    write_all(fd, p, n);
+    ::shutdown(fd, SHUT_WR);
+    // The server answers and closes (a refused token after its delay, 50 ms from a new address);
+    // an authenticated session ends on the input's end within its timeout.
+    pollfd pfd{fd, POLLIN, 0};
+    char buf[65536];
+    for (;;) {
+      if (::poll(&pfd, 1, 10000) <= 0) {
+        std::fprintf(stderr, "fuzz_session: the concurrent server neither answered nor closed in 10 s\n");
+        std::abort();
+      }
+      if (::recv(fd, buf, sizeof buf, 0) <= 0) break;
+    }
+    ::close(fd);
+    return;
+  }
   int fd = connect_loopback(server->port());
   write_all(fd, p, n);
   ::shutdown(fd, SHUT_WR);
