@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <cstdio>
@@ -69,6 +70,7 @@ int connect_loopback(int port) {
 void write_all(int fd, const uint8_t* p, size_t n) {
   while (n > 0) {
     ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;  // libFuzzer's timeout alarm
     if (w <= 0) return;  // the other side gave up early: fine
     p += w;
     n -= static_cast<size_t>(w);
@@ -111,12 +113,18 @@ void server_case(const uint8_t* p, size_t n) {
     // an authenticated session ends on the input's end within its timeout.
     pollfd pfd{fd, POLLIN, 0};
     char buf[65536];
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     for (;;) {
-      if (::poll(&pfd, 1, 10000) <= 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const int pr = left.count() > 0 ? ::poll(&pfd, 1, static_cast<int>(left.count())) : 0;
+      if (pr < 0 && errno == EINTR) continue;  // libFuzzer's timeout alarm: not an answer, not a timeout
+      if (pr <= 0) {
         std::fprintf(stderr, "fuzz_session: the concurrent server neither answered nor closed in 10 s\n");
         std::abort();
       }
-      if (::recv(fd, buf, sizeof buf, 0) <= 0) break;
+      const ssize_t r = ::recv(fd, buf, sizeof buf, 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
     }
     ::close(fd);
     return;
