@@ -24,15 +24,14 @@ int ms_since(Clock::time_point t) {
   return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
 }
 
-// "192.0.2.7:51234" -> "192.0.2.7" (also IPv6)
-std::string host_part(const std::string& addr) {
-  size_t colon = addr.rfind(':');
-  return colon == std::string::npos ? addr : addr.substr(0, colon);
-}
-
 std::string more(uint64_t n) { return n ? " (" + std::to_string(n) + " more since the last line)" : ""; }
 
 }  // namespace
+
+std::string host_of(const std::string& addr) {
+  size_t colon = addr.rfind(':');
+  return colon == std::string::npos ? addr : addr.substr(0, colon);
+}
 
 std::vector<uint8_t> busy_frame(const std::string& text) {
   return encode_frame(FrameType::Error, encode_error(Error(ErrorKind::Unavailable, "", "", 0, text)));
@@ -122,7 +121,7 @@ void Gate::accept_new() {
     }
     if (!s) return;
     const std::string addr = s->peer_name();
-    const std::string host = host_part(addr);
+    const std::string host = host_of(addr);
     if (static_cast<int>(pending_.size()) >= limits_.max_pending) {
       evict(pending_.begin(), "server busy: all " + std::to_string(limits_.max_pending) +
                                   " handshake places taken (--max-handshakes " +

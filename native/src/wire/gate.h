@@ -62,6 +62,9 @@ class GateOwner {
   virtual void note(const std::string& line) = 0;
 };
 
+// "192.0.2.7:51234" -> "192.0.2.7" (also IPv6): places and refusals are counted per host.
+std::string host_of(const std::string& addr);
+
 // "server busy: ..." ERROR frame before authentication (sequence 0).
 std::vector<uint8_t> busy_frame(const std::string& text);
 // Throws Error(Protocol) unless h may start a connection: a valid header (sequence 0) of a HELLO

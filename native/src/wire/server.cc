@@ -32,12 +32,6 @@ constexpr int kAnswerSpacingMs = 50;        // refused tokens from one address: 
 constexpr int kFdsPerSession = 4;           // a session's socket, and a verbs session's device files
 constexpr int kFdSlack = 32;                // the interpreter's own files, the listener, logs
 
-// "192.0.2.7:51234" -> "192.0.2.7" (also IPv6): refusals are counted per host, not per connection.
-std::string host_of(const std::string& addr) {
-  size_t colon = addr.rfind(':');
-  return colon == std::string::npos ? addr : addr.substr(0, colon);
-}
-
 std::string describe_host() {
   std::string why;
   std::string d = "gdrlab wire v" + std::to_string(kWireVersion);
