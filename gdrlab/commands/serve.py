@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, TextIO
 
 from ..errors import InvalidArgument
 from ._common import Subparsers, add_command
@@ -66,6 +66,9 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p.add_argument("--idle-timeout", type=float, default=60.0, metavar="SECONDS",
                    help="close an authenticated session idle this long between tests (default 60)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds any blocking call may wait (default 10)")
+    p.add_argument("--max-test-seconds", type=float, default=600.0, metavar="SECONDS",
+                   help="one test's limit, SETUP to verdict: a client that trickles its data cannot hold a place "
+                        "and its memory longer (default 600)")
     p.add_argument("--once", action="store_true", help="serve one client, then exit")
     p.add_argument("--announce", action="store_true",
                    help='print {"port": N} on stdout once listening (for scripts)')
@@ -155,8 +158,9 @@ def resolve_token(args: argparse.Namespace, host: str) -> tuple[str, list[str], 
         try:
             with open(path, "rb") as f:
                 raw = f.read(MAX_TOKEN_BYTES + 2)
-                if not loopback and os.fstat(f.fileno()).st_mode & 0o077:
-                    warnings.append(f"--token-file {path} can be read by other users: chmod 600 {path}")
+                if os.fstat(f.fileno()).st_mode & 0o077:  # loopback too: every local user reaches 127.0.0.1
+                    warnings.append(f"--token-file {_printable(path)} can be read by other users: "
+                                    f"chmod 600 {_printable(path)}")
         except OSError as exc:
             raise InvalidArgument(f"--token-file {path}: {exc.strerror}") from None
         try:
@@ -170,9 +174,9 @@ def resolve_token(args: argparse.Namespace, host: str) -> tuple[str, list[str], 
     elif args.token is not None:
         token = _utf8(args.token, "--token")
         where = "--token"
-        if not loopback:
-            warnings.append("--token puts the secret on the command line, where every user of this machine "
-                            "can read it (ps, /proc/PID/cmdline): use --token-file FILE or $GDRLAB_TOKEN")
+        # On loopback too: on a shared lab machine every local user reaches 127.0.0.1.
+        warnings.append("--token puts the secret on the command line, where every user of this machine "
+                        "can read it (ps, /proc/PID/cmdline): use --token-file FILE or $GDRLAB_TOKEN")
     else:
         token = _utf8(os.environ.get("GDRLAB_TOKEN", ""), "$GDRLAB_TOKEN")
         where = "$GDRLAB_TOKEN"
@@ -198,12 +202,15 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"--timeout must be between 0 and 86400 seconds, got {args.timeout!r}")
     if not 0 < args.idle_timeout <= 86400:
         raise InvalidArgument(f"--idle-timeout must be between 0 and 86400 seconds, got {args.idle_timeout!r}")
+    if not 1 <= args.max_test_seconds <= 86400:
+        raise InvalidArgument(f"--max-test-seconds must be between 1 and 86400 seconds, got {args.max_test_seconds!r}")
     token, warnings, generated = resolve_token(args, host)
     max_host = args.max_pinned if args.max_pinned is not None else default_host_budget()
     max_gpu = args.max_gpu_mem if args.max_gpu_mem is not None else default_gpu_budget(args.device)
     server = native().Server(host, port, token, int(args.timeout * 1000), max_clients=args.max_clients,
                              idle_ms=max(1, int(args.idle_timeout * 1000)), device=args.device,
-                             max_host_bytes=max_host, max_gpu_bytes=max_gpu, max_handshakes=args.max_handshakes)
+                             max_host_bytes=max_host, max_gpu_bytes=max_gpu, max_handshakes=args.max_handshakes,
+                             test_ms=int(args.max_test_seconds * 1000))
     # The server lowers --max-clients and the handshake places where this process's limits
     # (open files, threads) cannot hold them, and says so first.
     notes = list(server.limit_notes)
@@ -220,18 +227,29 @@ def run(args: argparse.Namespace) -> int:
             doc["warnings"] = warnings
         doc["notes"] = notes
         print(json.dumps(doc), flush=True)
+    # From here on stderr is written without blocking and SIGTERM/Ctrl-C only set a flag: a stderr
+    # nobody reads never delays serving or a stop.
+    out = _LogWriter(sys.stderr)
+    signalled: list[int] = []
+    if not args.once:
+        def _terminate(signum: int, frame: object) -> None:
+            signalled.append(signum)
+
+        signal.signal(signal.SIGTERM, _terminate)
+        signal.signal(signal.SIGINT, _terminate)
+    lines = []
     if not args.json or sys.stderr.isatty():
-        for line in warnings:
-            print(f"gdrlab serve: warning: {line}", file=sys.stderr, flush=True)
-        for line in notes:
-            print(f"gdrlab serve: note: {line}", file=sys.stderr, flush=True)
+        lines += [f"gdrlab serve: warning: {line}" for line in warnings]
+        lines += [f"gdrlab serve: note: {line}" for line in notes]
     if not args.json:
         if generated and not args.announce:
-            print(f"gdrlab serve: generated token (shown once; clients set GDRLAB_TOKEN to it): {generated}",
-                  file=sys.stderr, flush=True)
-        print(f"gdrlab serve: listening on {host}:{server.port}" + (" (token required)" if token else ""),
-              file=sys.stderr, flush=True)
-    return _serve(server, args.once)
+            lines.append(f"gdrlab serve: generated token (shown once; clients set GDRLAB_TOKEN to it): {generated}")
+        lines.append(f"gdrlab serve: listening on {host}:{server.port}" + (" (token required)" if token else ""))
+    out.write(lines)
+    if args.once:
+        out.close(5.0)
+        return _serve_once(server)
+    return _serve(server, out, signalled)
 
 
 def _check_device(device: int) -> None:
@@ -274,31 +292,27 @@ def default_gpu_budget(device: int) -> int:
     return GPU_BUDGET_CAP
 
 
-def _serve(server: Server, once: bool) -> int:
-    if once:  # one client in this thread, its outcome the exit status
-        while True:
-            try:
-                came, error = server.serve_one(500)  # wake twice a second so Ctrl-C works
-            except UnicodeDecodeError:
-                came, error = True, "an error whose text is not UTF-8"
-            if not came:
-                continue
-            if error:
-                print(f"gdrlab serve: client ended with {_printable(error, 300)}", file=sys.stderr, flush=True)
-            return 1 if error else 0
+def _serve_once(server: Server) -> int:
+    """One client in this thread, its outcome the exit status."""
+    while True:
+        try:
+            came, error = server.serve_one(500)  # wake twice a second so Ctrl-C works
+        except UnicodeDecodeError:
+            came, error = True, "an error whose text is not UTF-8"
+        if not came:
+            continue
+        if error:
+            print(f"gdrlab serve: client ended with {_printable(error, 300)}", file=sys.stderr, flush=True)
+        return 1 if error else 0
 
-    # SIGTERM (and Ctrl-C) only set a flag: the main loop then stops the accepting thread, waits
-    # for it to leave the engine and writes the last lines. Raising from the handler instead can
-    # interrupt Thread.join() and exit while that thread is still inside the engine.
-    signalled: list[int] = []
 
-    def _terminate(signum: int, frame: object) -> None:
-        signalled.append(signum)
-
-    signal.signal(signal.SIGTERM, _terminate)
-    signal.signal(signal.SIGINT, _terminate)
-    # Accepting runs on its own thread (the engine releases the GIL): a stalled stderr never
-    # stops the server from taking clients; log lines wait in the engine's bounded queue.
+def _serve(server: Server, out: _LogWriter, signalled: list[int]) -> int:
+    """Serves until SIGTERM or Ctrl-C (whose handlers only append to ``signalled``): the loop then
+    stops the accepting thread, waits for it to leave the engine (a join nothing interrupts) and
+    stops the server while Python is alive. Raising from the handler instead can interrupt
+    Thread.join() and exit while that thread is still inside the engine (CPython 3.11 then marks
+    the thread stopped, and the interpreter's exit kills it there: std::terminate)."""
+    # Accepting runs on its own thread (the engine releases the GIL).
     stop = threading.Event()
     failed: list[BaseException] = []
 
@@ -314,41 +328,83 @@ def _serve(server: Server, once: bool) -> int:
     try:
         while acceptor.is_alive() and not signalled:
             stop.wait(0.25)
-            for line in server.take_log():  # already escaped and capped by the engine
-                print(f"gdrlab serve: {line}", file=sys.stderr, flush=True)
+            out.write([f"gdrlab serve: {line}" for line in server.take_log()])  # escaped and capped by the engine
     finally:
         stop.set()
-        while acceptor.is_alive():  # at most one serve_for round (250 ms)
+        while acceptor.is_alive():  # at most one serve_for round (250 ms); never interrupted
             acceptor.join(0.1)
-        # Sessions ending now write their last line first (a stop while a test runs waits 2 s at most).
-        deadline = time.monotonic() + 2.0
-        while server.session_threads and time.monotonic() < deadline:
-            time.sleep(0.02)
-        _final_lines(server)
+        # Sessions end now and write their last line first (a stop while a test runs waits 2 s at most).
+        server.stop(2000)
+        out.write([f"gdrlab serve: {line}" for line in server.take_log(final=True)])
+        out.close(0.5)
     if signalled:
         if signalled[0] == signal.SIGINT:
-            print("gdrlab: interrupted", file=sys.stderr, flush=True)  # as every other command says it
+            out.write(["gdrlab: interrupted"])  # as every other command says it
+            out.close(0.2)
         return 128 + signalled[0]
     if failed:
         raise failed[0]
     return 1
 
 
-def _final_lines(server: Server) -> None:
-    """The last log lines, with the counts of lines left out so far; dropped rather than block
-    the stop when nobody reads stderr."""
-    lines = [f"gdrlab serve: {line}\n" for line in server.take_log(final=True)]
-    try:
-        fd = sys.stderr.fileno()
-        blocking = os.get_blocking(fd)
-        os.set_blocking(fd, False)
-    except (OSError, ValueError, AttributeError):
-        for line in lines:
-            print(line, end="", file=sys.stderr, flush=True)
-        return
-    try:
-        os.write(fd, "".join(lines).encode("utf-8", errors="replace"))
-    except OSError:  # a full pipe: the server stops anyway
-        pass
-    finally:
-        os.set_blocking(fd, blocking)
+class _LogWriter:
+    """Lines to a stream without ever blocking: what the stream does not take now waits in a
+    bounded backlog (older lines are dropped and counted beyond it) and goes out on the next write."""
+
+    MAX_BACKLOG = 1 << 20
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._pending = b""
+        self._dropped = 0
+        try:
+            self._fd: int | None = stream.fileno()
+        except (OSError, ValueError, AttributeError):
+            self._fd = None  # not a file (a test's capture): written plainly
+
+    def write(self, lines: list[str]) -> None:
+        if self._fd is None:
+            for line in lines:
+                print(line, file=self._stream, flush=True)
+            return
+        data = "".join(line + "\n" for line in lines).encode("utf-8", errors="replace")
+        self._pending += data
+        if len(self._pending) > self.MAX_BACKLOG:
+            cut = self._pending.find(b"\n", len(self._pending) - self.MAX_BACKLOG)
+            self._dropped += self._pending[:cut + 1].count(b"\n")
+            self._pending = self._pending[cut + 1:]
+        if self._dropped and len(self._pending) < self.MAX_BACKLOG // 2:
+            self._pending += f"gdrlab serve: {self._dropped} log lines dropped (stderr was not read)\n".encode()
+            self._dropped = 0
+        self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending or self._fd is None:
+            return
+        try:
+            blocking = os.get_blocking(self._fd)
+        except OSError:
+            return
+        try:
+            os.set_blocking(self._fd, False)
+            while self._pending:
+                n = os.write(self._fd, self._pending)
+                self._pending = self._pending[n:]
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:  # stderr closed: nothing more can be said
+            self._pending = b""
+        finally:
+            try:
+                os.set_blocking(self._fd, blocking)
+            except OSError:
+                pass
+
+    def close(self, within_s: float) -> None:
+        """Tries for within_s to write what waits, then drops it: a stop never hangs on stderr."""
+        deadline = time.monotonic() + within_s
+        self._flush()
+        while self._pending and time.monotonic() < deadline:
+            time.sleep(0.02)
+            self._flush()
+        self._pending = b""

@@ -135,7 +135,8 @@ void bind_sessions(nb::module_& m) {
   nb::class_<Server>(m, "Server")
       .def(nb::new_([](const std::string& host, int port, const std::string& token, int timeout_ms,
                        int max_clients, int idle_ms, int handshake_ms, int device, uint64_t max_host_bytes,
-                       uint64_t max_gpu_bytes, int log_interval_ms, int max_handshakes, int max_handshakes_per_host) {
+                       uint64_t max_gpu_bytes, int log_interval_ms, int max_handshakes, int max_handshakes_per_host,
+                       int test_ms) {
              ServerLimits lim;
              lim.max_clients = max_clients;
              lim.max_handshakes = max_handshakes;
@@ -146,6 +147,7 @@ void bind_sessions(nb::module_& m) {
              lim.max_host_bytes = max_host_bytes;
              lim.max_gpu_bytes = max_gpu_bytes;
              lim.log_interval_ms = log_interval_ms;
+             lim.test_ms = test_ms;
              auto s = std::make_unique<Server>(host, port, token, timeout_ms, lim);
              add_tcp_wire(*s);
              add_verbs_wire(*s);
@@ -154,7 +156,7 @@ void bind_sessions(nb::module_& m) {
            "host"_a, "port"_a, "token"_a, "timeout_ms"_a, "max_clients"_a = 64, "idle_ms"_a = 60000,
            "handshake_ms"_a = 5000, "device"_a = 0, "max_host_bytes"_a = 0, "max_gpu_bytes"_a = 0,
            "log_interval_ms"_a = 10000, "max_handshakes"_a = ServerLimits{}.max_handshakes,
-           "max_handshakes_per_host"_a = ServerLimits{}.max_handshakes_per_host)
+           "max_handshakes_per_host"_a = ServerLimits{}.max_handshakes_per_host, "test_ms"_a = ServerLimits{}.test_ms)
       .def_prop_ro("port", &Server::port)
       .def_prop_ro("clients_served", &Server::clients_served)
       .def_prop_ro("active_sessions", &Server::active_sessions)
@@ -178,7 +180,11 @@ void bind_sessions(nb::module_& m) {
             nb::gil_scoped_release release;
             s.serve_for(ms);
           }, "ms"_a)
-      .def("take_log", &Server::take_log, "final"_a = false);
+      .def("take_log", &Server::take_log, "final"_a = false)
+      .def("stop", [](Server& s, int wait_ms) {
+            nb::gil_scoped_release release;
+            return s.stop(wait_ms);
+          }, "wait_ms"_a);
 }
 
 // What the CUDA driver reports, and the copy-engine measurements.
@@ -235,6 +241,7 @@ void bind_wire_internals(nb::module_& m) {
   m.attr("WIRE_VERSION") = kWireVersion;
   m.attr("MAX_DATA_BYTES") = kMaxDataBytes;
   m.attr("MAX_CONTROL_BYTES") = kMaxControlBytes;
+  m.def("rate_key", &rate_key, "host"_a);  // the source a peer's address counts as (wire/gate.h)
   m.def("encode_header", &header_bytes, "magic"_a, "version"_a, "type"_a, "seq"_a, "length"_a);
   m.def("validate_header", [](nb::bytes b, uint32_t expected_seq) {
     if (b.size() != kHeaderBytes) throw_protocol("header must be 16 bytes");

@@ -53,7 +53,8 @@ def test_budget_is_shared_by_all_sessions(served):
                 assert "other sessions hold 700.0 KiB of it now, try again later" in str(exc)
                 assert time.monotonic() < deadline, "the first session's share never came back"
                 time.sleep(0.05)
-        with pytest.raises(Unavailable, match=r"server budget 1\.0 MiB \(--max-pinned\)"):
+        # 1 MiB + 1 B rounds to the budget's own "1.0 MiB": the refusal gives both in bytes (probe E14)
+        with pytest.raises(Unavailable, match=r"needs 1048577 bytes host memory .*server budget 1048576 bytes \(--max-pinned\)"):
             b.run("host", 1 * MiB + 1, iters=1, warmup=0)
 
 

@@ -3,8 +3,8 @@ issue, E2/E3 of the serve probe), loopback only.
 
 - The handshake places protect honest clients: a new connection past them closes the *oldest*
   unauthenticated one, which is told "server busy" with an ERROR frame and a clean end of stream,
-  never a reset; one address holds only its share of the places.
-- A refused token's slow-down holds no place.
+  never a reset; one source (an address, all of loopback, an IPv6 /64) holds only its share.
+- After a refused token, that source's next HELLO waits, unchecked, for its turn (no thread).
 - The client retries a capacity refusal inside its timeout, then says how long it waited.
 - A session thread that cannot be created is logged and answered "server busy".
 - At start-up the server lowers what its process limits cannot hold, and says so.
@@ -93,18 +93,21 @@ def test_a_full_pool_tells_the_oldest_server_busy_and_serves_the_newcomer(served
     assert len(evictions) == 1 and "127.0.0.1:" in evictions[0], log  # one line per interval
 
 
-def test_one_address_holds_only_its_share_of_the_places(served):
+def test_one_source_holds_only_its_share_of_the_places(served):
+    """Every loopback address is one source (a local user can bind any of 127.0.0.0/8): 10
+    connections from 127.0.0.2 and 3 from 127.0.0.3 share its 4 places, the oldest told busy."""
     s = served(max_handshakes=16, max_handshakes_per_host=4)
     srv = s.server
     crowd = [_connect(srv.port, "127.0.0.2") for _ in range(10)]
+    wait_until(lambda: srv.handshakes_in_progress == 4 and srv.busy_refusals == 6, 10, "4 places for loopback")
     others = [_connect(srv.port, "127.0.0.3") for _ in range(3)]
     try:
-        wait_until(lambda: srv.handshakes_in_progress == 7 and srv.busy_refusals == 6, 10,
-                   "4 places for 127.0.0.2, 3 for 127.0.0.3")
-        for sock in crowd[:6]:
+        wait_until(lambda: srv.handshakes_in_progress == 4 and srv.busy_refusals == 9, 10,
+                   "127.0.0.3 counted with 127.0.0.2")
+        for sock in crowd[:9]:
             ftype, body, _ = _answer(sock)
-            assert ftype == ERROR and b"all 4 handshake places of address 127.0.0.2 taken" in body, body
-        for sock in crowd[6:] + others:  # still waiting for their HELLO: nothing was sent to them
+            assert ftype == ERROR and b"all 4 handshake places of address 127.0.0.0/8 taken" in body, body
+        for sock in crowd[9:] + others:  # still waiting for their HELLO: nothing was sent to them
             sock.setblocking(False)
             with pytest.raises(BlockingIOError):
                 sock.recv(1)
@@ -113,25 +116,39 @@ def test_one_address_holds_only_its_share_of_the_places(served):
             sock.close()
 
 
-def test_a_refused_token_waits_for_its_answer_without_holding_a_place(served):
-    s = served(max_handshakes=2)
+def test_sources_are_counted_by_address_loopback_range_and_ipv6_prefix():
+    from gdrlab.engine import native
+    key = native().rate_key
+    assert key("192.0.2.7") == "192.0.2.7" and key("192.0.2.8") == "192.0.2.8"
+    assert key("127.0.0.1") == key("127.1.2.3") == key("::1") == "127.0.0.0/8"
+    assert key("2001:db8:1:2:aaaa::1") == key("2001:db8:1:2:ffff:1:2:3") == "2001:db8:1:2::/64"
+    assert key("2001:db8:1:3::1") != key("2001:db8:1:2::1")
+    assert key("::ffff:192.0.2.7") == "192.0.2.7" and key("::ffff:127.0.0.9") == "127.0.0.0/8"
+
+
+def test_a_guess_after_a_refused_one_waits_unchecked_holding_a_place_but_no_thread(served):
+    s = served(max_handshakes=4)
     srv = s.server
-    guesses = []
+    first = _connect(srv.port)
+    first.sendall(_hello(b"wrong-token-0123456789"))
+    ftype, body, _ = _answer(first)  # no failure before it: checked at once
+    assert ftype == REJECT and b"wrong or missing token" in body
+    first.close()
     t0 = time.monotonic()
-    for i in range(6):  # each HELLO read and refused before the next connects: their answers wait
+    guesses = []
+    for _ in range(3):  # three at once: one check per delay (50, 100, 200 ms), one after another
         guesses.append(_connect(srv.port))
         guesses[-1].sendall(_hello(b"wrong-token-0123456789"))
-        wait_until(lambda: srv.clients_served == i + 1, 10, f"HELLO {i + 1} read")
-    assert srv.handshakes_in_progress == 0
-    with s.connect() as c:  # both places are free although six refusals are still being delayed
-        assert _verified(c)
+    wait_until(lambda: srv.clients_served >= 2, 10, "the first waiting guess checked")
     answered = []
     for sock in guesses:
         ftype, body, after = _answer(sock)
         answered.append(time.monotonic() - t0)
-        assert ftype == REJECT and b"wrong or missing token" in body and after == b""
+        assert ftype == REJECT and after == b""
         sock.close()
-    assert max(answered) >= 1.2, answered  # the sixth refusal from one address waits 1.6 s
+    assert srv.session_threads == 0
+    assert answered[2] >= 0.3 - 0.02, answered  # 50 + 100 + 200 ms of checks, one at a time
+    assert answered[0] < answered[1] < answered[2], answered
 
 
 # --------------------------------------------------------------------------- the client waits for a place

@@ -224,7 +224,7 @@ def test_three_thousand_hostile_connections_write_little_escaped_log(serve_facto
     assert "\x1b" not in err and "\r" not in err
     assert not any(line.startswith("2026-01-01 forged") for line in err.splitlines())
     refusals = [ln for ln in err.splitlines() if "refused before authentication" in ln]
-    assert refusals and all("client 127.0.0.1:" in ln for ln in refusals)
+    assert refusals and all("client 127.0.0.1:" in ln or "clients from 127.0.0.0/8:" in ln for ln in refusals)
 
 
 def test_before_authentication_only_a_few_kib_are_read(serve_factory):
@@ -249,8 +249,8 @@ def test_token_guessing_is_slowed_but_never_banned(serve_factory):
         with pytest.raises(AuthError):
             engine.Connection("127.0.0.1", sp.port, "wrong-token-0123456789", timeout_s=10)
         took.append(time.monotonic() - t)
-    # 50 ms doubling: the sixth refusal waits 1.6 s; the first is quick
-    assert took[0] < 1.0 * TIME_SCALE and took[5] >= 1.2, took
+    # After each refusal the next check waits 50 ms, doubling: the sixth waits 0.8 s; the first is quick
+    assert took[0] < 1.0 * TIME_SCALE and took[5] >= 0.75 and took[4] >= 0.38, took
     t = time.monotonic()
     assert _served_once(sp.port, sp.token)  # the right token from the same address: no ban
     assert time.monotonic() - t < 2 * TIME_SCALE

@@ -69,7 +69,7 @@ def test_reconnect_loop_logs_a_few_lines_of_each_kind_and_counts_the_rest(served
     final = s.server.take_log(final=True)  # the server stops: what was left out is counted
     assert _left_out(final, "connected") == 40 - PER_KIND, final
     assert _left_out(final, "done") == 40 - PER_KIND, final
-    assert all(ln.startswith("client 127.0.0.1: ") for ln in final), final
+    assert all(ln.startswith("clients from 127.0.0.0/8: ") for ln in final), final
     assert s.server.take_log(final=True) == []  # counted once
 
 
@@ -160,7 +160,7 @@ def test_ten_refusals_from_one_address_log_three_lines_and_a_count(served):
     final = s.server.take_log(final=True)
     assert _left_out(final, "refused Unavailable") == 10 - PER_KIND, final
     assert _budget_lines(final) == [], final
-    assert all(ln.startswith("client 127.0.0.1: ") for ln in final), final
+    assert all(ln.startswith("clients from 127.0.0.0/8: ") for ln in final), final
 
 
 def test_the_verbs_wire_logs_its_refusals_the_same_way(stand_ins):
@@ -218,7 +218,7 @@ def test_refusals_before_authentication_left_out_are_counted_when_the_interval_e
     wait_until(summarised, 10, "the summary of the refusals left out")
     refused = [ln for ln in lines if ": refused before authentication: " in ln]
     summary = [ln for ln in lines if "more refused before authentication left out" in ln]
-    assert len(refused) == 1 and summary == ["client 127.0.0.1: 4 more refused before authentication left out "
+    assert len(refused) == 1 and summary == ["clients from 127.0.0.0/8: 4 more refused before authentication left out "
                                              "(one line per address per interval)"], lines
     assert s.server.take_log(final=True) == []  # counted once, not again at the stop
 
@@ -233,5 +233,5 @@ def test_refusals_left_out_are_counted_at_the_stop(served):
     s.quiet()
     lines = s.server.take_log()
     assert len([ln for ln in lines if ": refused before authentication: " in ln]) == 1, lines
-    assert "client 127.0.0.1: 2 more refused before authentication left out (one line per address per interval)" \
+    assert "clients from 127.0.0.0/8: 2 more refused before authentication left out (one line per address per interval)" \
         in s.server.take_log(final=True)

@@ -44,8 +44,13 @@ void Reservation::release() noexcept {
 
 namespace {
 [[noreturn]] void refuse(const char* what, uint64_t need, uint64_t max, uint64_t used, const char* flag) {
-  std::string msg = std::string("refused: session needs ") + format_bytes(need) + " " + what +
-                    ", server budget " + format_bytes(max) + " (" + flag + ")";
+  std::string need_s = format_bytes(need), max_s = format_bytes(max);
+  if (need_s == max_s) {  // rounding would hide the difference
+    need_s = std::to_string(need) + " bytes";
+    max_s = std::to_string(max) + " bytes";
+  }
+  std::string msg = std::string("refused: session needs ") + need_s + " " + what + ", server budget " + max_s +
+                    " (" + flag + ")";
   if (need <= max) msg += "; other sessions hold " + format_bytes(used) + " of it now, try again later";
   throw_unavailable(msg);
 }

@@ -23,6 +23,8 @@ enum class Wire : uint8_t { Tcp = 0, Verbs = 1, Max };
 enum class Mode : uint8_t { Latency = 0, Bandwidth = 1, Verify = 2, Max };
 
 constexpr size_t kDefaultChunkBytes = 256 * 1024;  // pipelined: bytes per chunk
+constexpr size_t kMinChunkBytes = 4096;            // pipelined: smallest chunk (or the whole message):
+                                                   // each chunk costs the serving side a copy and an event
 constexpr int kDefaultPipelineDepth = 4;            // pipelined: chunk buffers in flight
 
 const char* path_name(Path p);

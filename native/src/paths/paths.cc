@@ -30,7 +30,10 @@ void check_endpoint(Wire wire, PathConfig* cfg, const Buffer* user, size_t offse
     if (!cuda_usable(&why)) throw_unavailable(std::string("path '") + path + "' needs a GPU: " + why);
   }
   if (cfg->path == Path::Pipelined) {
-    if (cfg->chunk == 0) throw_invalid("pipelined chunk size must be at least 1 byte");
+    if (cfg->chunk < std::min(kMinChunkBytes, size))
+      throw_invalid("pipelined chunk size must be at least " + std::to_string(kMinChunkBytes) +
+                    " bytes (or the whole message), got " + std::to_string(cfg->chunk) +
+                    ": every chunk costs a copy and an event on both sides");
     if (cfg->depth < 1 || cfg->depth > 64) throw_invalid("pipelined depth must be between 1 and 64 buffers");
     if (cfg->chunk > size) cfg->chunk = size;
   }

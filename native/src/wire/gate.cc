@@ -1,7 +1,10 @@
 #include "wire/gate.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -33,6 +36,27 @@ std::string host_of(const std::string& addr) {
   return colon == std::string::npos ? addr : addr.substr(0, colon);
 }
 
+std::string rate_key(const std::string& host) {
+  in_addr v4{};
+  in6_addr v6{};
+  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    if ((ntohl(v4.s_addr) >> 24) == 127) return "127.0.0.0/8";
+    return host;
+  }
+  if (::inet_pton(AF_INET6, host.c_str(), &v6) != 1) return host;  // a name (tests): as it is
+  if (IN6_IS_ADDR_LOOPBACK(&v6)) return "127.0.0.0/8";             // one machine, one source
+  if (IN6_IS_ADDR_V4MAPPED(&v6)) {
+    char buf[INET_ADDRSTRLEN];
+    std::memcpy(&v4.s_addr, v6.s6_addr + 12, 4);
+    return rate_key(::inet_ntop(AF_INET, &v4, buf, sizeof buf) ? std::string(buf) : host);
+  }
+  in6_addr prefix{};
+  std::memcpy(prefix.s6_addr, v6.s6_addr, 8);
+  char buf[INET6_ADDRSTRLEN];
+  if (!::inet_ntop(AF_INET6, &prefix, buf, sizeof buf)) return host;
+  return std::string(buf) + "/64";
+}
+
 std::vector<uint8_t> busy_frame(const std::string& text) {
   return encode_frame(FrameType::Error, encode_error(Error(ErrorKind::Unavailable, "", "", 0, text)));
 }
@@ -47,9 +71,11 @@ void check_preauth_header(const FrameHeader& h) {
 }
 
 Gate::Gate(Listener& listener, GateOwner& owner, const GateLimits& limits)
-    : listener_(listener), owner_(owner), limits_(limits) {}
+    : listener_(listener), owner_(owner), limits_(limits), spare_fd_(::open("/dev/null", O_RDONLY | O_CLOEXEC)) {}
 
-Gate::~Gate() = default;  // every socket still here closes with its list
+Gate::~Gate() {  // every socket still here closes with its list
+  if (spare_fd_ >= 0) ::close(spare_fd_);
+}
 
 bool Gate::say(Clock::time_point* last, uint64_t* left_out) {
   if (last->time_since_epoch().count() && ms_since(*last) < limits_.log_interval_ms) {
@@ -63,8 +89,8 @@ bool Gate::say(Clock::time_point* last, uint64_t* left_out) {
 void Gate::round(int wait_ms) {
   Clock::time_point now = Clock::now();
   int timeout = std::max(0, wait_ms);
-  for (const Pending& p : pending_) timeout = std::min(timeout, ms_until(p.deadline, now));
-  for (const Closing& c : closing_) timeout = std::min(timeout, ms_until(c.frame.empty() ? c.until : c.due, now));
+  for (const Pending& p : pending_) timeout = std::min(timeout, ms_until(p.waiting ? p.check_at : p.deadline, now));
+  for (const Closing& c : closing_) timeout = std::min(timeout, ms_until(c.until, now));
   const bool listen = now >= accept_pause_;
   if (!listen) timeout = std::min(timeout, ms_until(accept_pause_, now));
 
@@ -74,7 +100,8 @@ void Gate::round(int wait_ms) {
   std::vector<PendingIt> pend;
   for (auto it = pending_.begin(); it != pending_.end(); ++it) {
     pend.push_back(it);
-    fds.push_back(pollfd{it->sock->fd(), POLLIN, 0});
+    // A connection waiting for its token check has sent all it may send before an answer.
+    fds.push_back(pollfd{it->waiting ? -1 : it->sock->fd(), POLLIN, 0});
   }
   std::vector<ClosingIt> clos;
   for (auto it = closing_.begin(); it != closing_.end(); ++it) {
@@ -91,6 +118,10 @@ void Gate::round(int wait_ms) {
   // would leave these iterators dangling.
   for (size_t i = 0; i < clos.size(); ++i) service_closing(clos[i], fds[1 + pend.size() + i].revents, now);
   for (size_t i = 0; i < pend.size(); ++i) {
+    if (pend[i]->waiting) {  // oldest first: the first of a source to arrive is checked first
+      if (pend[i]->check_at <= now) finish_pending(pend[i]);
+      continue;
+    }
     const short ev = fds[1 + i].revents;
     if (ev & (POLLIN | POLLHUP | POLLERR)) {
       if (read_pending(pend[i])) continue;
@@ -113,6 +144,7 @@ void Gate::accept_new() {
       s = listener_.accept_waiting(limits_.io_timeout_ms);
     } catch (const Error& e) {  // out of descriptors or memory: the listener itself is fine
       accept_pause_ = Clock::now() + std::chrono::milliseconds(kAcceptPauseMs);
+      if (e.code == EMFILE || e.code == ENFILE) refuse_for_lack_of_descriptors();
       if (say(&accept_log_, &accept_left_out_)) {
         owner_.note(std::string("accept failed, retrying: ") + e.what() + more(accept_left_out_));
         accept_left_out_ = 0;
@@ -121,7 +153,7 @@ void Gate::accept_new() {
     }
     if (!s) return;
     const std::string addr = s->peer_name();
-    const std::string host = host_of(addr);
+    const std::string host = rate_key(host_of(addr));
     if (static_cast<int>(pending_.size()) >= limits_.max_pending) {
       evict(pending_.begin(), "server busy: all " + std::to_string(limits_.max_pending) +
                                   " handshake places taken (--max-handshakes " +
@@ -141,6 +173,24 @@ void Gate::accept_new() {
   }
 }
 
+// Out of descriptors: the spare one is given up for as long as it takes to tell one waiting
+// connection "server busy" (it is closed at once: no descriptor to linger with).
+void Gate::refuse_for_lack_of_descriptors() {
+  if (spare_fd_ < 0) return;
+  ::close(spare_fd_);
+  spare_fd_ = -1;
+  const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd >= 0) {
+    const std::vector<uint8_t> f = busy_frame("server busy: the server is out of file descriptors (too many "
+                                              "connections at once); try again shortly");
+    (void)::send(fd, f.data(), f.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    ::shutdown(fd, SHUT_WR);
+    ::close(fd);
+    ++evicted_;
+  }
+  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
 void Gate::evict(PendingIt it, const std::string& why) {
   ++evicted_;
   if (say(&evict_log_, &evict_left_out_)) {
@@ -151,7 +201,7 @@ void Gate::evict(PendingIt it, const std::string& why) {
   }
   std::unique_ptr<Socket> s = std::move(it->sock);
   drop_pending(it);
-  add_closing(std::move(s), busy_frame(why), 0);
+  add_closing(std::move(s), busy_frame(why));
 }
 
 void Gate::drop_pending(PendingIt it) {
@@ -213,6 +263,24 @@ bool Gate::read_pending(PendingIt it) {
 }
 
 void Gate::finish_pending(PendingIt it) {
+  // The token is not looked at before the owner allows it (wire/gate.h: token checks).
+  std::string reason;
+  const int wait = owner_.check_wait_ms(it->addr, &reason);
+  if (wait > 0) {
+    const Clock::time_point now = Clock::now();
+    if (!it->waiting) {
+      it->waiting = true;
+      it->wait_until = now + std::chrono::milliseconds(limits_.check_wait_limit_ms);
+    }
+    it->check_at = now + std::chrono::milliseconds(wait);
+    if (it->check_at > it->wait_until) {
+      ++evicted_;
+      std::unique_ptr<Socket> s = std::move(it->sock);
+      drop_pending(it);
+      add_closing(std::move(s), busy_frame("server busy: " + reason));
+    }
+    return;
+  }
   Admission a;
   try {
     a = owner_.admit(it->addr, it->header, it->body);
@@ -227,11 +295,11 @@ void Gate::finish_pending(PendingIt it) {
     case Admission::Kind::Start: {
       s->set_nonblocking(false);
       std::vector<uint8_t> answer = owner_.start(&s, addr);
-      if (s) add_closing(std::move(s), std::move(answer), 0);  // no thread for it: told so
+      if (s) add_closing(std::move(s), std::move(answer));  // no thread for it: told so
       break;
     }
     case Admission::Kind::Answer:
-      add_closing(std::move(s), std::move(a.frame), a.delay_ms);
+      add_closing(std::move(s), std::move(a.frame));
       break;
     case Admission::Kind::Close:
       break;  // its whole frame was read: closing sends a FIN, not a reset
@@ -242,19 +310,12 @@ void Gate::refuse(PendingIt it, const Error& why, bool answer) {
   owner_.refused(it->addr, why);
   std::unique_ptr<Socket> s = std::move(it->sock);
   drop_pending(it);
-  if (answer) add_closing(std::move(s), encode_frame(FrameType::Error, encode_error(why)), 0);
+  if (answer) add_closing(std::move(s), encode_frame(FrameType::Error, encode_error(why)));
 }
 
-void Gate::add_closing(std::unique_ptr<Socket> s, std::vector<uint8_t> frame, int delay_ms) {
+void Gate::add_closing(std::unique_ptr<Socket> s, std::vector<uint8_t> frame) {
   if (static_cast<int>(closing_.size()) >= limits_.max_closing) {
-    // Make room: the socket answered longest ago goes first; if none is answered yet (all wait
-    // for a token's delay), the one due soonest is answered now.
-    auto victim = std::find_if(closing_.begin(), closing_.end(), [](const Closing& c) { return c.frame.empty(); });
-    if (victim == closing_.end())
-      victim = std::min_element(closing_.begin(), closing_.end(),
-                                [](const Closing& a, const Closing& b) { return a.due < b.due; });
-    if (!victim->frame.empty()) send_answer(*victim);
-    closing_.erase(victim);
+    closing_.pop_front();  // make room: the socket answered longest ago goes first
     if (say(&closing_log_, &closing_left_out_)) {
       owner_.note("answered sockets full (" + std::to_string(limits_.max_closing) +
                   "): closed one before its peer did" + more(closing_left_out_));
@@ -263,19 +324,14 @@ void Gate::add_closing(std::unique_ptr<Socket> s, std::vector<uint8_t> frame, in
   }
   Closing c;
   c.sock = std::move(s);
-  c.frame = std::move(frame);
-  c.due = Clock::now() + std::chrono::milliseconds(std::max(0, delay_ms));
   closing_.push_back(std::move(c));
-  if (delay_ms <= 0) send_answer(closing_.back());
+  send_answer(closing_.back(), frame);
   closing_count_ = static_cast<int>(closing_.size());
 }
 
-void Gate::send_answer(Closing& c) {
-  if (!c.frame.empty()) {
-    // At most a few KiB into an empty send buffer: never blocks, never signals.
-    (void)::send(c.sock->fd(), c.frame.data(), c.frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    c.frame.clear();
-  }
+void Gate::send_answer(Closing& c, const std::vector<uint8_t>& frame) {
+  // At most a few KiB into an empty send buffer: never blocks, never signals.
+  if (!frame.empty()) (void)::send(c.sock->fd(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   ::shutdown(c.sock->fd(), SHUT_WR);  // the peer reads the answer, then end of stream
   c.until = Clock::now() + std::chrono::milliseconds(limits_.linger_ms);
 }
@@ -297,11 +353,7 @@ void Gate::service_closing(ClosingIt it, short revents, Clock::time_point now) {
       return;
     }
   }
-  if (!c.frame.empty()) {
-    if (c.due <= now) send_answer(c);
-  } else if (c.until <= now) {
-    closing_.erase(it);
-  }
+  if (c.until <= now) closing_.erase(it);
 }
 
 }  // namespace gdrlab

@@ -8,9 +8,16 @@
 //   an honest handshake takes milliseconds, so the oldest is almost always a slow or hostile one.
 // - Answers before authentication (REJECT, ERROR, "server busy") are sent without blocking, then
 //   the write side is shut and what the peer still sends is read and dropped until it closes or
-//   linger_ms pass, so no reset destroys the answer on its way to the peer. A REJECT for a wrong
-//   token waits here for its delay, holding neither a place nor a thread.
-// - At most max_closing sockets wait or linger; past that the one answered longest ago is closed.
+//   linger_ms pass, so no reset destroys the answer on its way to the peer.
+// - Token checks: after a refused token, the next HELLO from the same source (rate_key: one
+//   address; all of 127.0.0.0/8; an IPv6 /64) waits here, unchecked, until the owner allows its
+//   check (check_wait_ms), holding its place but no thread. A right token waits as long as a wrong
+//   one: a guesser cannot tell the answer by how soon it comes, so parallel or rotating guessers
+//   get no more answers than one guesser. A connection that would wait past check_wait_limit_ms is
+//   told "server busy" without its token being looked at.
+// - Out of descriptors: a spare descriptor is given up to accept one waiting connection and tell
+//   it "server busy", so a client hears why instead of timing out.
+// - At most max_closing answered sockets linger; past that the one answered longest ago is closed.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -37,13 +44,13 @@ struct GateLimits {
   int linger_ms = 1000;           // how long an answered socket is drained before it is closed
   int io_timeout_ms = 10000;      // the sockets' per-call timeout once a session takes them
   int log_interval_ms = 10000;    // the gate's own lines (evictions, a full closing list): one per interval
+  int check_wait_limit_ms = 8000; // a HELLO waits at most this long for its token check
 };
 
 // What the server decides about a connection's first frame.
 struct Admission {
   enum class Kind { Start, Answer, Close } kind = Kind::Close;
   std::vector<uint8_t> frame;  // Answer: the whole frame to send
-  int delay_ms = 0;            // Answer: sent this long from now
 };
 
 // The server behind the gate.
@@ -60,10 +67,18 @@ class GateOwner {
   virtual void refused(const std::string& addr, const Error& why) = 0;
   // One of the gate's own lines (already rate-limited): log it.
   virtual void note(const std::string& line) = 0;
+  // How long a complete first frame from addr waits before admit() may look at it (0: now);
+  // reason: why, for the "server busy" answer of a connection that cannot wait that long.
+  virtual int check_wait_ms(const std::string& addr, std::string* reason) = 0;
 };
 
-// "192.0.2.7:51234" -> "192.0.2.7" (also IPv6): places and refusals are counted per host.
+// "192.0.2.7:51234" -> "192.0.2.7" (also IPv6): log lines name the host.
 std::string host_of(const std::string& addr);
+// The source that places, refused tokens and log limits are counted for: the host, except that
+// every loopback address (127.0.0.0/8, ::1) is one source and an IPv6 address counts by its /64
+// (a peer can pick any address of its own /64, or of 127/8 on this machine). An IPv4-mapped
+// IPv6 address counts as its IPv4 address.
+std::string rate_key(const std::string& host);
 
 // "server busy: ..." ERROR frame before authentication (sequence 0).
 std::vector<uint8_t> busy_frame(const std::string& text);
@@ -98,25 +113,27 @@ class Gate {
     FrameHeader header;
     std::vector<uint8_t> body;
     size_t body_got = 0;
+    bool waiting = false;            // complete, waiting for its token check
+    Clock::time_point check_at{};    // ... until then
+    Clock::time_point wait_until{};  // ... at most until then
   };
   struct Closing {
     std::unique_ptr<Socket> sock;
-    std::vector<uint8_t> frame;  // not sent yet (empty once sent)
-    Clock::time_point due;       // when frame goes out
-    Clock::time_point until;     // once sent: closed by then
+    Clock::time_point until;  // answered: closed by then
   };
   using PendingIt = std::list<Pending>::iterator;
   using ClosingIt = std::list<Closing>::iterator;
 
   void accept_new();
+  void refuse_for_lack_of_descriptors();
   void evict(PendingIt it, const std::string& why);
   // Reads what is there; true when the connection left the pending list.
   bool read_pending(PendingIt it);
   void finish_pending(PendingIt it);  // its first frame is complete
   void refuse(PendingIt it, const Error& why, bool answer);
   void drop_pending(PendingIt it);
-  void add_closing(std::unique_ptr<Socket> s, std::vector<uint8_t> frame, int delay_ms);
-  void send_answer(Closing& c);
+  void add_closing(std::unique_ptr<Socket> s, std::vector<uint8_t> frame);
+  void send_answer(Closing& c, const std::vector<uint8_t>& frame);
   void service_closing(ClosingIt it, short revents, Clock::time_point now);
   bool say(Clock::time_point* last, uint64_t* left_out);
 
@@ -129,6 +146,7 @@ class Gate {
   std::atomic<int> pending_count_{0}, closing_count_{0};
   std::atomic<uint64_t> evicted_{0};
   Clock::time_point accept_pause_{};  // accept failed: the listener rests until then
+  int spare_fd_ = -1;                 // given up to answer "server busy" when out of descriptors
   Clock::time_point evict_log_{}, closing_log_{}, accept_log_{};
   uint64_t evict_left_out_ = 0, closing_left_out_ = 0, accept_left_out_ = 0;
 };

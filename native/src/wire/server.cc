@@ -23,9 +23,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxLogLines = 1000;     // between two take_log calls; more are counted, not kept
 constexpr int kFailureMemoryMs = 60000;   // an address's failures are forgotten after this quiet time
-constexpr int kFirstDelayMs = 50;         // the first refused token waits this long; doubles after
-constexpr int kMaxDelayMs = 3000;         // ... up to this: slow enough against guessing, never a ban
-constexpr size_t kMaxAddrs = 4096;
+constexpr int kFirstDelayMs = 50;         // after a refused token, a source's next check waits this long;
+constexpr int kMaxDelayMs = 3000;         // ... doubling per failure up to this: slow guessing, never a ban
+constexpr double kCheckBurst = 64;        // refused tokens of all sources together: this many at once,
+constexpr double kChecksPerSecond = 16;   // ... then this many a second (sources rotating through many addresses)
+constexpr size_t kMaxAddrs = 4096;        // sources remembered; past this the least recently used go
+constexpr int kMaxSessionLines = 100;     // authenticated sessions' lines per interval, all sources together
 constexpr int kMaxRefusalLines = 20;        // refusal log lines per interval, all addresses together
 constexpr int kSessionLinesPerKind = 3;     // an authenticated address's lines of one kind per interval
 constexpr int kAnswerSpacingMs = 50;        // refused tokens from one address: answers this far apart at least
@@ -51,10 +54,15 @@ int ms_since(Clock::time_point t) {
   return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
 }
 
+// How a log line names a source: "client 192.0.2.7", or "clients from 127.0.0.0/8" for a range.
+std::string source_label(const std::string& key) {
+  return key.find('/') == std::string::npos ? "client " + key : "clients from " + key;
+}
+
 // "client 192.0.2.7: 57 more 'connected' lines left out (at most 3 a kind per address per 10 s)"
 std::string left_out_line(const std::string& host, const std::string& kind, uint64_t n, int interval_ms) {
   const std::string per = interval_ms % 1000 ? std::to_string(interval_ms) + " ms" : std::to_string(interval_ms / 1000) + " s";
-  return "client " + host + ": " + std::to_string(n) + " more '" + kind + "' lines left out (at most " +
+  return source_label(host) + ": " + std::to_string(n) + " more '" + kind + "' lines left out (at most " +
          std::to_string(kSessionLinesPerKind) + " a kind per address per " + per + ")";
 }
 
@@ -70,7 +78,7 @@ std::vector<uint8_t> reject_frame(const std::string& why) {
 const ServerLimits& checked(const ServerLimits& limits) {
   if (limits.max_clients < 1 || limits.max_handshakes < 1 || limits.max_handshakes_per_host < 1 ||
       limits.max_closing < 1 || limits.handshake_ms < 1 || limits.idle_ms < 1 || limits.device < 0 ||
-      limits.log_interval_ms < 0)
+      limits.log_interval_ms < 0 || limits.test_ms < 1)
     throw_invalid("server limits must be positive (max clients, handshakes, deadlines) and the device 0 or more");
   return limits;
 }
@@ -83,6 +91,7 @@ GateLimits gate_limits(const ServerLimits& l, int timeout_ms) {
   g.max_closing = l.max_closing;
   g.io_timeout_ms = timeout_ms;
   g.log_interval_ms = l.log_interval_ms;
+  g.check_wait_limit_ms = std::min(timeout_ms, 8000);
   return g;
 }
 
@@ -205,12 +214,18 @@ Server::Server(const std::string& host, int port, const std::string& token, int 
                 "listening on " + host + " (not loopback) requires a token: pass --token-file or set GDRLAB_TOKEN");
 }
 
-Server::~Server() {
+Server::~Server() { stop(-1); }
+
+int Server::stop(int wait_ms) {
   std::unique_lock<std::mutex> lock(mu_);
   stopping_ = true;  // the gate's sockets close with it, after the sessions have ended
   for (Socket* s : open_) s->shutdown_both();
   cv_.notify_all();
-  cv_.wait(lock, [&] { return threads_ == 0; });
+  if (wait_ms < 0)
+    cv_.wait(lock, [&] { return threads_ == 0; });
+  else
+    cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return threads_ == 0; });
+  return threads_;
 }
 
 void Server::add_wire(FrameType request, RequestHandler handler) {
@@ -264,13 +279,25 @@ void Server::session_log(const std::string& addr, const std::string& kind, const
     LineKind& k = st.kinds[kind];
     if (ms_since(k.since) >= limits_.log_interval_ms) {  // a new interval for this kind
       if (k.left_out)  // not summarised yet (take_log not called since): say so before the new line
-        before.push_back(left_out_line(host_of(addr), kind, k.left_out, limits_.log_interval_ms));
+        before.push_back(left_out_line(rate_key(host_of(addr)), kind, k.left_out, limits_.log_interval_ms));
       k = LineKind{Clock::now(), 0, 0};
     }
     if (k.lines >= kSessionLinesPerKind) {
       ++k.left_out;
       return;
     }
+    if (ms_since(session_window_) >= limits_.log_interval_ms) {
+      if (session_left_out_) before.push_back(std::to_string(session_left_out_) + " more session lines left out (at most " +
+                                              std::to_string(kMaxSessionLines) + " an interval from all addresses)");
+      session_window_ = Clock::now();
+      session_lines_ = 0;
+      session_left_out_ = 0;
+    }
+    if (session_lines_ >= kMaxSessionLines) {
+      ++session_left_out_;
+      return;
+    }
+    ++session_lines_;
     ++k.lines;
   }
   for (const std::string& b : before) log(b);
@@ -286,12 +313,20 @@ void Server::summaries(bool final, std::vector<std::string>* out) {
       else ++log_dropped_;  // the overall cap holds for summaries too
       k.left_out = 0;
     }
+  if (session_left_out_ && (final || ms_since(session_window_) >= limits_.log_interval_ms)) {
+    if (out->size() < kMaxLogLines)
+      out->push_back(std::to_string(session_left_out_) + " more session lines left out (at most " +
+                     std::to_string(kMaxSessionLines) + " an interval from all addresses)");
+    else
+      ++log_dropped_;
+    session_left_out_ = 0;
+  }
   // Refusals before authentication left out: counted in the address's next refusal line, or here
   // once its interval is over (a burst followed by quiet, or the stop).
   for (auto& [host, st] : addrs_) {
     if (!st.suppressed || (!final && ms_since(st.last_log) < limits_.log_interval_ms)) continue;
     if (out->size() < kMaxLogLines)
-      out->push_back("client " + host + ": " + std::to_string(st.suppressed) +
+      out->push_back(source_label(host) + ": " + std::to_string(st.suppressed) +
                      " more refused before authentication left out (one line per address per interval)");
     else
       ++log_dropped_;
@@ -299,22 +334,48 @@ void Server::summaries(bool final, std::vector<std::string>* out) {
   }
 }
 
-// A refused token from addr: the delay before answering, doubling per failure up to a cap.
-int Server::failure_delay(const std::string& addr) {
+// Token checks (wire/gate.h): after a refused token, its source's next check waits 50 ms,
+// doubling per failure up to 3 s, so a source gets one answer per delay however many connections
+// it opens; and refused tokens of all sources together are answered at kChecksPerSecond after a
+// burst of kCheckBurst, against a guesser rotating through many sources.
+int Server::check_wait_ms(const std::string& addr, std::string* reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  AddrState& st = addr_state(addr);
+  const Clock::time_point now = Clock::now();
+  if (st.failures && ms_since(st.last_failure) > kFailureMemoryMs) st.failures = 0;
+  if (!check_refill_.time_since_epoch().count()) {
+    check_tokens_ = kCheckBurst;
+    check_refill_ = now;
+  }
+  check_tokens_ = std::min(kCheckBurst, check_tokens_ + kChecksPerSecond * std::chrono::duration<double>(now - check_refill_).count());
+  check_refill_ = now;
+  int wait = st.failures && st.next_check > now
+                 ? static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(st.next_check - now).count()) + 1
+                 : 0;
+  if (wait > 0)
+    *reason = std::to_string(st.failures) + " refused tokens from address " + host_of(addr) +
+              " recently: its tokens are checked one at a time, " + std::to_string(std::min(kMaxDelayMs, wait)) +
+              " ms apart; try again later";
+  if (check_tokens_ < 1) {
+    const int global = static_cast<int>((1 - check_tokens_) / kChecksPerSecond * 1000) + 1;
+    if (global > wait) {
+      wait = global;
+      *reason = "many refused tokens from many addresses: tokens are checked at most " +
+                std::to_string(static_cast<int>(kChecksPerSecond)) + " a second; try again later";
+    }
+  }
+  return wait;
+}
+
+void Server::note_failure(const std::string& addr) {
   std::lock_guard<std::mutex> lock(mu_);
   AddrState& st = addr_state(addr);
   if (st.failures && ms_since(st.last_failure) > kFailureMemoryMs) st.failures = 0;
   ++st.failures;
   const Clock::time_point now = Clock::now();
   st.last_failure = now;
-  // Parallel guesses from one address are answered one after another, kAnswerSpacingMs apart at
-  // least (never more than twice the longest delay away, so an honest typo is answered soon).
-  const int delay = std::min(kMaxDelayMs, kFirstDelayMs << std::min(st.failures - 1, 8));
-  Clock::time_point due = std::max(now + std::chrono::milliseconds(delay),
-                                   st.next_answer + std::chrono::milliseconds(kAnswerSpacingMs));
-  due = std::min(due, now + std::chrono::milliseconds(2 * kMaxDelayMs));
-  st.next_answer = due;
-  return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(due - now).count());
+  st.next_check = now + std::chrono::milliseconds(std::min(kMaxDelayMs, kFirstDelayMs << std::min(st.failures - 1, 8)));
+  check_tokens_ -= 1;
 }
 
 // Whether to log a refused connection from addr now: one line per interval and address, and at
@@ -339,17 +400,36 @@ bool Server::log_allowed(const std::string& addr, uint64_t* suppressed) {
 }
 
 Server::AddrState& Server::addr_state(const std::string& peer) {  // mu_ held
-  const std::string addr = host_of(peer);
+  const std::string addr = rate_key(host_of(peer));
   if (addrs_.size() >= kMaxAddrs && !addrs_.count(addr)) {
-    for (auto it = addrs_.begin(); it != addrs_.end();)
-      it = ms_since(it->second.last_failure) > kFailureMemoryMs ? addrs_.erase(it) : std::next(it);
-    if (addrs_.size() >= kMaxAddrs) addrs_.clear();
+    // The least recently used eighth goes (its pending log counts are said first): one pass per
+    // kMaxAddrs / 8 new sources, and no source's delay is reset while it is still in use.
+    std::vector<Clock::time_point> used;
+    used.reserve(addrs_.size());
+    for (const auto& [key, st] : addrs_) used.push_back(st.last_used);
+    auto cut = used.begin() + static_cast<std::ptrdiff_t>(kMaxAddrs / 8);
+    std::nth_element(used.begin(), cut, used.end());
+    const Clock::time_point limit = *cut;
+    for (auto it = addrs_.begin(); it != addrs_.end();) {
+      if (it->second.last_used > limit) {
+        ++it;
+        continue;
+      }
+      uint64_t left = it->second.suppressed;
+      for (const auto& [kind, k] : it->second.kinds) left += k.left_out;
+      if (left && log_.size() < kMaxLogLines)
+        log_.push_back(source_label(it->first) + ": " + std::to_string(left) + " more lines left out (forgotten: " +
+                       std::to_string(kMaxAddrs) + " sources remembered at most)");
+      it = addrs_.erase(it);
+    }
   }
   AddrState& st = addrs_[addr];
+  const Clock::time_point now = Clock::now();
   if (!st.seen) {
     st.seen = true;
-    st.last_failure = Clock::now();
+    st.last_failure = now;
   }
+  st.last_used = now;
   return st;
 }
 
@@ -410,9 +490,9 @@ Admission Server::admit(const std::string& addr, const FrameHeader& hdr, const s
     refused(addr, Error(ErrorKind::Auth, "gdrlab", "handshake", 0, "client refused: " + why));
     a.kind = Admission::Kind::Answer;
     a.frame = reject_frame(why);
-    // Slow down guessing from this address (a growing delay, never a ban: a classroom behind one
-    // NAT shares an address). The answer waits in the gate, holding no place and no thread.
-    a.delay_ms = version ? 0 : failure_delay(addr);
+    // Slow down guessing from this source (its next check waits: a growing delay, never a ban,
+    // as a classroom behind one NAT shares an address).
+    if (!version) note_failure(addr);
     return a;
   }
   std::unique_lock<std::mutex> lock(mu_);
@@ -571,7 +651,20 @@ void Server::session_loop(TcpWire& wire, const std::string& addr, bool counted) 
     auto it = std::find_if(handlers_.begin(), handlers_.end(),
                            [&](const auto& entry) { return static_cast<uint16_t>(entry.first) == hdr.type; });
     if (it == handlers_.end()) throw_protocol(std::string("expected SETUP or BYE, got ") + frame_type_name(hdr.type));
-    it->second(wire, b, refused);
+    // One test holds a place and its budget for test_ms at most, however its peer trickles.
+    const Clock::time_point test_end = Clock::now() + std::chrono::milliseconds(limits_.test_ms);
+    wire.socket().set_deadline_ms(limits_.test_ms);
+    try {
+      it->second(wire, b, refused);
+    } catch (const Error& e) {
+      wire.socket().clear_deadline();
+      if (e.kind == ErrorKind::PeerTimeout && Clock::now() >= test_end)
+        throw Error(ErrorKind::PeerTimeout, "gdrlab", "serve", 0,
+                    "the test ran past the server's limit of " + std::to_string(limits_.test_ms / 1000) +
+                        " s a test (--max-test-seconds); the session is closed");
+      throw;
+    }
+    wire.socket().clear_deadline();
   }
 }
 

@@ -155,6 +155,9 @@ struct ServerLimits {
   uint64_t max_gpu_bytes = 0;       // --max-gpu-mem
   int log_interval_ms = 10 * 1000;  // repeated refusals from one address: one log line per interval;
                                     // authenticated sessions' lines: a few of each kind per interval
+  int test_ms = 600 * 1000;         // one test's control-connection traffic (SETUP to VERDICT) must
+                                    // end within this: a client trickling a DATA frame cannot hold a
+                                    // place and its budget for longer (--max-test-seconds)
 };
 
 // Lowers the counts in *lim that this process cannot hold (RLIMIT_NOFILE, which it first tries to
@@ -170,6 +173,10 @@ class Server : private GateOwner {
          const ServerLimits& limits = ServerLimits{});
   // Stops: shuts down every session's connection and waits for its thread.
   ~Server();
+  // Starts stopping: no session is admitted any more, every session's connection is shut down;
+  // waits up to wait_ms for their threads (each writes its last log line first). Returns the
+  // session threads still running. The destructor then waits for the rest.
+  int stop(int wait_ms);
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
   // Requests of type `request` go to `handler`; a session's other frames are BYE or an error.
@@ -209,6 +216,7 @@ class Server : private GateOwner {
   std::vector<uint8_t> start(std::unique_ptr<Socket>* s, const std::string& addr) override;
   void refused(const std::string& addr, const Error& why) override;
   void note(const std::string& line) override { log(line); }
+  int check_wait_ms(const std::string& addr, std::string* reason) override;
   // serve_one's client: the whole session on the calling thread.
   void authenticate(TcpWire& wire);
   void run_session(Socket* raw, std::string addr);
@@ -218,7 +226,7 @@ class Server : private GateOwner {
   // unless this address already logged kSessionLinesPerKind of that kind this interval.
   void session_log(const std::string& addr, const std::string& kind, const std::string& line);
   void summaries(bool final, std::vector<std::string>* out);  // mu_ held
-  int failure_delay(const std::string& addr);
+  void note_failure(const std::string& addr);  // a refused token: its source's next check waits
   bool log_allowed(const std::string& addr, uint64_t* suppressed);
   AddrState& addr_state(const std::string& addr);
 
@@ -245,17 +253,22 @@ class Server : private GateOwner {
     int lines = 0;                                  // logged in that interval
     uint64_t left_out = 0;                          // not logged, not yet summarised
   };
-  struct AddrState {
+  struct AddrState {  // one source (wire/gate.h rate_key)
     bool seen = false, logged = false;
     int failures = 0;
-    std::chrono::steady_clock::time_point last_failure{}, last_log{};
-    std::chrono::steady_clock::time_point next_answer{};  // refused tokens' answers: one per 50 ms at most
+    std::chrono::steady_clock::time_point last_failure{}, last_log{}, last_used{};
+    std::chrono::steady_clock::time_point next_check{};  // its next token check, not before
     uint64_t suppressed = 0;
     std::map<std::string, LineKind> kinds;  // a few fixed names, bounded
   };
   std::map<std::string, AddrState> addrs_;
   std::chrono::steady_clock::time_point refusal_window_{};
   int refusal_lines_ = 0;
+  std::chrono::steady_clock::time_point session_window_{};  // session lines of all sources together
+  int session_lines_ = 0;
+  uint64_t session_left_out_ = 0;
+  double check_tokens_ = 0;  // refused tokens the server may still answer at once, all sources together
+  std::chrono::steady_clock::time_point check_refill_{};
   std::deque<std::string> log_;
   uint64_t log_dropped_ = 0;
   std::chrono::steady_clock::time_point thread_log_{};
