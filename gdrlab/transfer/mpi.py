@@ -97,7 +97,7 @@ def _serve(comm: Any, MPI: Any, args: Any) -> int:
     try:
         host = listen_address(hosts[1][0], hosts[0][0], hosts[0][1])
         token = secrets.token_hex(16)
-        server = native().Server(host, 0, token, int(args.timeout * 1000))
+        server = native().Server(host, 0, token, int(args.timeout * 1000), device=args.device)
         info = {"ok": True, "host": host, "port": server.port, "token": token, "hosts": [h for h, _ in hosts]}
     except Exception as exc:  # noqa: BLE001 - reported to rank 0, which raises it
         info = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}

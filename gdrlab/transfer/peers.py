@@ -108,7 +108,8 @@ class ThreadPeer:
 
     def __init__(self, device: int = 0, timeout_s: float = 10.0) -> None:
         self.token = secrets.token_hex(16)
-        self._server = native().Server("127.0.0.1", 0, self.token, int(timeout_s * 1000))
+        # The server's GPU tests use `device`, as the measuring side's do (it serves on device 0 otherwise).
+        self._server = native().Server("127.0.0.1", 0, self.token, int(timeout_s * 1000), device=device)
         self.port: int = self._server.port
         self.address = f"127.0.0.1:{self.port}"
         self.error = ""

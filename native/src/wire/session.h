@@ -155,6 +155,8 @@ struct ServerLimits {
   uint64_t max_gpu_bytes = 0;       // --max-gpu-mem
   int log_interval_ms = 10 * 1000;  // repeated refusals from one address: one log line per interval;
                                     // authenticated sessions' lines: a few of each kind per interval
+  bool slow_guessing = true;        // refused tokens slow their source's next check (wire/gate.h);
+                                    // only the fuzz target, which sends thousands, turns it off
   int test_ms = 600 * 1000;         // one test's control-connection traffic (SETUP to VERDICT) must
                                     // end within this: a client trickling a DATA frame cannot hold a
                                     // place and its budget for longer (--max-test-seconds)
