@@ -4,26 +4,45 @@ from __future__ import annotations
 import re
 from typing import Iterable, Union, cast
 
-__all__ = ["parse_size", "parse_sizes", "format_size"]
+__all__ = ["parse_size", "parse_sizes", "format_size", "MAX_SIZE"]
 
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
           "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
-_SIZE = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
+# ASCII only: Python's int() and \d also take other scripts' digits (full-width "８" and the like).
+_SIZE = re.compile(r"^\s*([0-9]+)\s*([A-Za-z]*)\s*$", re.ASCII)
+#: The largest size accepted: what a signed 64-bit integer holds (8 EiB less one byte).
+MAX_SIZE = 2**63 - 1
+_MAX_DIGITS = len(str(MAX_SIZE))
+
+
+def _shown(text: object, limit: int = 40) -> str:
+    """``text`` for one line of an error: quoted, non-ASCII and control characters escaped
+    (``'\\uff18'``), cut at ``limit`` characters."""
+    shown = ascii(text)
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(str(text))} characters)"
 
 
 def parse_size(text: str | int) -> int:
-    """``"4K"`` -> 4096. Units are binary (K = 1024). Raises ValueError for anything else."""
+    """``"4K"`` -> 4096. Units are binary (K = 1024); digits are ASCII 0-9; at most
+    :data:`MAX_SIZE`. Raises ValueError, with one line saying why, for anything else."""
     if isinstance(text, bool):
         raise ValueError(f"not a size: {text!r}")
     if isinstance(text, int):
         value = text
     else:
-        m = _SIZE.match(str(text))
+        text = str(text)
+        m = _SIZE.match(text)
         if not m or m.group(2).upper() not in _UNITS:
-            raise ValueError(f"not a size: {text!r} (examples: 8, 4K, 1M, 1G)")
-        value = int(m.group(1)) * _UNITS[m.group(2).upper()]
+            ascii_note = "" if text.isascii() else "digits 0-9 and units in ASCII; "
+            raise ValueError(f"not a size: {_shown(text)} ({ascii_note}examples: 8, 4K, 1M, 1G)")
+        digits = m.group(1).lstrip("0")
+        if len(digits) > _MAX_DIGITS:  # before int(): Python refuses more than 4300 digits
+            raise ValueError(f"{digits[:20]}... ({len(digits)} digits) is too large (at most {MAX_SIZE} bytes)")
+        value = int(digits or "0") * _UNITS[m.group(2).upper()]
     if value <= 0:
-        raise ValueError(f"size must be at least 1 byte, got {text!r}")
+        raise ValueError(f"size must be at least 1 byte, got {_shown(text)}")
+    if value > MAX_SIZE:
+        raise ValueError(f"{_shown(text)} is too large (at most {MAX_SIZE} bytes)")
     return value
 
 
@@ -46,7 +65,7 @@ def parse_sizes(spec: str | int | Iterable[str | int]) -> list[int]:
             lo_s, _, hi_s = item.partition(":")
             lo, hi = parse_size(lo_s), parse_size(hi_s)
             if lo > hi:
-                raise ValueError(f"range {item!r} runs backwards")
+                raise ValueError(f"range {_shown(item)} runs backwards")
             size = lo
             while size <= hi:
                 out.append(size)

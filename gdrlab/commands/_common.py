@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
+import string
 import sys
 from typing import Any, Mapping, Sequence, TypeAlias
 
@@ -18,6 +20,64 @@ def add_command(sub: Subparsers, name: str, help: str, description: str) -> argp
     parser.add_argument("--json", action="store_true",
                         help="print one JSON document on stdout and nothing else")
     return parser
+
+
+def printable(text: str, limit: int = 200) -> str:
+    """``text`` safe for one terminal line: non-ASCII, undecodable bytes (surrogates) and control
+    characters (newlines, escape codes) escaped; cut at ``limit`` characters."""
+    shown = "".join(f"\\x{ord(c) - 0xDC00:02x}" if "\udc80" <= c <= "\udcff"  # an undecodable byte
+                    else c.encode("unicode_escape").decode("ascii") for c in text)
+    return shown if len(shown) <= limit else shown[:limit] + f"... ({len(text)} characters)"
+
+
+# ASCII digits only: int() and float() also take other scripts' digits ("\uff18", full-width 8),
+# "1_000", "nan" and "1e400"; a number the user typed is a plain decimal.
+_WHOLE = re.compile(r"[+-]?([0-9]+)", re.ASCII)
+_DECIMAL = re.compile(r"[+-]?([0-9]*)(?:\.[0-9]*)?", re.ASCII)
+
+
+def _number(flag: str, text: str, hi: float, decimal: bool) -> tuple[str, float]:
+    """(the text as shown, its value) once it is a plain ASCII number of at most ``hi``'s digits."""
+    from ..errors import InvalidArgument
+
+    text = str(text).strip(string.whitespace)
+    shown = printable(text, 40)
+    m = (_DECIMAL if decimal else _WHOLE).fullmatch(text)
+    if not m or not any("0" <= c <= "9" for c in text):
+        kind = "a number (digits 0-9, e.g. 2.5)" if decimal else "a whole number (digits 0-9)"
+        raise InvalidArgument(f"{flag}: '{shown}' is not {kind}")
+    digits = m.group(1).lstrip("0")
+    if len(digits) > len(str(int(hi))):  # before int(): it refuses 4300+ digits
+        shown = f"'{text}'" if len(text) <= 40 else f"{text[:20]}... ({len(digits)} digits)"
+        raise InvalidArgument(f"{flag}: {shown} is too large (at most {_plain(hi)})")
+    return shown, float(text) if decimal else int(text)
+
+
+def _plain(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def parse_whole(flag: str, text: str, lo: int, hi: int) -> int:
+    """A whole number the user wrote for ``flag``, from ``lo`` to ``hi``, in ASCII digits 0-9
+    (int() also takes other scripts' digits, "1_000" and 4300-digit numbers it then refuses with
+    a message about sys.set_int_max_str_digits); InvalidArgument naming ``flag`` otherwise."""
+    from ..errors import InvalidArgument
+
+    shown, value = _number(flag, text, hi, decimal=False)
+    if not lo <= value <= hi:
+        raise InvalidArgument(f"{flag} {shown}: must be {lo}..{hi}")
+    return int(value)
+
+
+def parse_decimal(flag: str, text: str, lo: float, hi: float) -> float:
+    """Like :func:`parse_whole` for a number with an optional fraction (``2.5``), more than ``lo``
+    and at most ``hi``; no exponent, nan or inf (float() takes those, and other scripts' digits)."""
+    from ..errors import InvalidArgument
+
+    shown, value = _number(flag, text, hi, decimal=True)
+    if not lo < value <= hi:
+        raise InvalidArgument(f"{flag} {shown}: must be more than {_plain(lo)} and at most {_plain(hi)}")
+    return value
 
 
 def _clean(obj: Any) -> Any:

@@ -2,18 +2,27 @@
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..errors import InvalidArgument
 from ..vocab import BENCH_MODES, BENCH_TABLE_COLUMNS, DEFAULT_CHUNK_BYTES, DEFAULT_PIPELINE_DEPTH, WIRES, paths_over
-from ._common import Subparsers, add_command, emit_json, table
+from ._common import Subparsers, add_command, emit_json, parse_decimal, parse_whole, printable, table
 
 if TYPE_CHECKING:
     import pandas as pd
 
 HELP = "measure latency and bandwidth of a transfer path"
 DESCRIPTION = ("Ping-pong latency (half round trip) and streaming bandwidth of one path at each "
-               "size, verified. Without --peer a local `gdrlab serve` process is started.")
+               "size, verified. Without --peer a local `gdrlab serve` process is started. The token for "
+               "--peer comes from --token-file FILE or $GDRLAB_TOKEN (neither shows in `ps`).")
+MAX_TOKEN_BYTES = 256  # the engine's limit for the token in its HELLO frame (as `gdrlab serve`)
+U32_MAX = 2**32 - 1  # counts cross into the engine as unsigned 32-bit integers
+#: The whole-number options, their least and greatest values.
+COUNTS = {"iters": (1, U32_MAX), "warmup": (0, U32_MAX), "window": (1, U32_MAX), "depth": (1, U32_MAX),
+          "device": (0, U32_MAX)}
 
 
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
@@ -24,25 +33,30 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
                         f"{', '.join(paths_over('none'))} (GPU to GPU, no wire); default host")
     p.add_argument("--wire", default=None, choices=list(WIRES), help="default tcp (GPU-to-GPU paths: none)")
     p.add_argument("--sizes", default="8:1M", help="e.g. 8,4K,1M or a range 8:64M (powers of two); default 8:1M")
-    p.add_argument("--iters", type=int, default=None, help="timed iterations per size (default: by size)")
-    p.add_argument("--warmup", type=int, default=None, help="untimed iterations before each test (default: by size)")
-    p.add_argument("--window", type=int, default=None,
+    p.add_argument("--iters", default=None, help="timed iterations per size (default: by size)")
+    p.add_argument("--warmup", default=None, help="untimed iterations before each test (default: by size)")
+    p.add_argument("--window", default=None,
                    help="bandwidth messages in flight (default: by size)")
     p.add_argument("--mode", default="both", choices=list(BENCH_MODES))
     p.add_argument("--peer", default=None, metavar="HOST:PORT", help="a running `gdrlab serve`")
     p.add_argument("--local-peer", default="auto", choices=["auto", "process", "thread"],
                    help="without --peer: the peer as a process or a thread of this process; auto (default): "
                         "process for host, thread for GPU paths (two processes time-slice one GPU)")
-    p.add_argument("--token", default=None, help="token for --peer (default $GDRLAB_TOKEN)")
+    tok = p.add_mutually_exclusive_group()
+    tok.add_argument("--token-file", metavar="FILE", default=None,
+                     help="read the token for --peer from FILE (default: $GDRLAB_TOKEN)")
+    tok.add_argument("--token", default=None,
+                     help="the token for --peer on the command line: visible to every user in `ps`; "
+                          "prefer --token-file or $GDRLAB_TOKEN")
     p.add_argument("--chunk", default=None, help=f"pipelined chunk size (default {DEFAULT_CHUNK_BYTES >> 10}K)")
-    p.add_argument("--depth", type=int, default=None,
+    p.add_argument("--depth", default=None,
                    help=f"pipelined buffers in flight (default {DEFAULT_PIPELINE_DEPTH})")
-    p.add_argument("--device", type=int, default=0, help="GPU for GPU paths (default 0)")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds any blocking call may wait")
-    p.add_argument("--tclass", type=int, default=None,
+    p.add_argument("--device", default="0", help="GPU for GPU paths (default 0)")
+    p.add_argument("--timeout", default="10", help="seconds any blocking call may wait")
+    p.add_argument("--tclass", default=None,
                    help="verbs: GRH traffic class, e.g. 106 for DSCP 26 on lossless RoCE (default $GDRLAB_IB_TC, 0)")
-    p.add_argument("--sl", type=int, default=None, help="verbs: InfiniBand service level 0..15 (default $GDRLAB_IB_SL, 0)")
-    p.add_argument("--pkey-index", type=int, default=None,
+    p.add_argument("--sl", default=None, help="verbs: InfiniBand service level 0..15 (default $GDRLAB_IB_SL, 0)")
+    p.add_argument("--pkey-index", default=None,
                    help="verbs: index in the port's P_Key table (default $GDRLAB_IB_PKEY_INDEX, 0)")
     p.add_argument("--mpi", action="store_true",
                    help="run as two MPI ranks (mpirun -n 2): rank 1 serves, rank 0 measures")
@@ -78,13 +92,106 @@ def _recorded_hint(path: str) -> str:
     return ""
 
 
-def run(args: argparse.Namespace) -> int:
-    from ..units import parse_size
+def _utf8(what: str, text: str) -> str:
+    """Command-line and environment text arrive with undecodable bytes as surrogates: refuse them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{what} is not valid UTF-8 text ({printable(text)})") from None
+    return text
 
-    chunk = parse_size(args.chunk) if args.chunk is not None else None
+
+def _sizes(flag: str, text: str) -> list[int]:
+    """The sizes written for ``flag``; InvalidArgument naming it otherwise."""
+    from ..units import parse_sizes
+    try:
+        return parse_sizes(text)
+    except ValueError as exc:
+        raise InvalidArgument(f"{flag}: {exc}") from None
+
+
+def check_numbers(args: argparse.Namespace) -> int | None:
+    """Turn every number the user wrote into one (``args`` in place), refusing anything but ASCII
+    digits with one line naming the flag; returns --chunk in bytes (None: the default)."""
+    for name, (lo, hi) in COUNTS.items():
+        if getattr(args, name) is not None:
+            setattr(args, name, parse_whole(f"--{name}", getattr(args, name), lo, hi))
+    from ..transfer.peers import MAX_TIMEOUT_S
+    args.timeout = parse_decimal("--timeout", args.timeout, 0, MAX_TIMEOUT_S)
+    args.sizes = _sizes("--sizes", args.sizes)
+    if args.chunk is None:
+        return None
+    chunk = _sizes("--chunk", args.chunk)
+    if len(chunk) != 1:
+        raise InvalidArgument(f"--chunk takes one size, got {printable(args.chunk, 40)}")
+    return chunk[0]
+
+
+def check_peer(peer: str) -> None:
+    """--peer is HOST:PORT (or [v6]:PORT) with a port of ASCII digits 1..65535."""
+    _utf8("--peer", peer)
+    host, sep, port = peer.rpartition(":")
+    if not sep or not host.strip("[]"):
+        raise InvalidArgument(f"--peer must be HOST:PORT, got {printable(peer, 80)}")
+    parse_whole("--peer port", port, 1, 65535)
+
+
+def resolve_token(args: argparse.Namespace) -> tuple[str | None, list[str]]:
+    """(token for the driver, warnings) from --token-file, --token or $GDRLAB_TOKEN (None: the
+    driver reads $GDRLAB_TOKEN itself); one clear line for a token that cannot be used. Unlike
+    `gdrlab serve`, --token is warned about on loopback too: every user of a shared machine reaches
+    127.0.0.1 and can read the command line."""
+    warnings: list[str] = []
+    token: str | None
+    if args.token_file is not None:
+        path = printable(args.token_file)
+        where = f"--token-file {path}"
+        try:  # O_NONBLOCK: a FIFO named here must not hang the command before it is refused
+            with open(os.open(args.token_file, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+                mode = os.fstat(f.fileno()).st_mode
+                if not stat.S_ISREG(mode):
+                    raise InvalidArgument(f"{where}: not a regular file")
+                raw = f.read(MAX_TOKEN_BYTES + 2)
+        except OSError as exc:
+            raise InvalidArgument(f"{where}: {exc.strerror}") from None
+        if mode & 0o077:
+            warnings.append(f"--token-file {path} can be read by other users: chmod 600 {path}")
+        try:
+            token = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise InvalidArgument(f"{where}: the token is not valid UTF-8 text") from None
+        if not token:
+            raise InvalidArgument(f"{where} holds no token (it is empty or only whitespace): write the "
+                                  "server's token into it")
+    elif args.token is not None:
+        token, where = _utf8("--token", args.token), "--token"
+        warnings.append("--token puts the secret on the command line, where every user of this machine "
+                        "can read it (ps, /proc/PID/cmdline): use --token-file FILE or $GDRLAB_TOKEN")
+    elif args.peer is not None:
+        where = "$GDRLAB_TOKEN"
+        if len(_utf8(where, os.environ.get("GDRLAB_TOKEN", "")).encode("utf-8")) > MAX_TOKEN_BYTES:
+            raise InvalidArgument(f"{where}: a token of more than {MAX_TOKEN_BYTES} bytes is refused")
+        return None, warnings
+    else:
+        return None, warnings
+    if len(token.encode("utf-8")) > MAX_TOKEN_BYTES:
+        raise InvalidArgument(f"{where}: a token of more than {MAX_TOKEN_BYTES} bytes is refused")
+    return token, warnings
+
+
+def run(args: argparse.Namespace) -> int:
+    chunk = check_numbers(args)
+    if args.peer is not None:
+        check_peer(args.peer)
+    token, warnings = resolve_token(args)
+    for warning in warnings:
+        print(f"gdrlab bench: warning: {warning}", file=sys.stderr, flush=True)
     if (args.tclass, args.sl, args.pkey_index) != (None, None, None):
-        from ..transfer.verbs_wire import apply_link_options
-        apply_link_options(args.tclass, args.sl, args.pkey_index)
+        from ..transfer.verbs_wire import _LINK_OPTIONS, apply_link_options
+        tclass, sl, pkey_index = (None if v is None else parse_whole(flag, v, 0, _LINK_OPTIONS[flag][2])
+                                  for flag, v in (("--tclass", args.tclass), ("--sl", args.sl),
+                                                  ("--pkey-index", args.pkey_index)))
+        apply_link_options(tclass, sl, pkey_index)
     if args.mpi:
         from ..transfer.mpi import bench_mpi
         status, df = bench_mpi(args, chunk, _progress(args))
@@ -96,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
     from ..transfer.driver import bench
     try:
         df = bench(path=args.path, sizes=args.sizes, iters=args.iters, mode=args.mode, wire=args.wire,
-                   peer=args.peer, token=args.token, chunk=chunk, depth=args.depth, device=args.device,
+                   peer=args.peer, token=token, chunk=chunk, depth=args.depth, device=args.device,
                    window=args.window, warmup=args.warmup, timeout_s=args.timeout, progress=_progress(args),
                    local_peer=args.local_peer)
     except Unavailable as exc:

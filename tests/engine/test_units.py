@@ -37,3 +37,28 @@ def test_format_size():
     assert format_size(4096) == "4K"
     assert format_size(3 << 20) == "3M"
     assert format_size(1536) == "1536"
+
+
+@pytest.mark.parametrize("text,message", [
+    ("\uff18", "not a size: '\\uff18' (digits 0-9 and units in ASCII; examples: 8, 4K, 1M, 1G)"),  # full-width 8
+    ("\u0668K", "not a size: '\\u0668K' (digits 0-9 and units in ASCII; examples: 8, 4K, 1M, 1G)"),  # Arabic-Indic
+    ("8\uff2b", "not a size: '8\\uff2b' (digits 0-9 and units in ASCII; examples: 8, 4K, 1M, 1G)"),  # full-width K
+    ("1\u00b2", "not a size: '1\\xb2' (digits 0-9 and units in ASCII; examples: 8, 4K, 1M, 1G)"),
+    ("1_000", "not a size: '1_000' (examples: 8, 4K, 1M, 1G)"),
+    ("9" * 5000, "99999999999999999999... (5000 digits) is too large (at most 9223372036854775807 bytes)"),
+    ("9223372036854775808", "'9223372036854775808' is too large (at most 9223372036854775807 bytes)"),
+    ("8589934592G", "'8589934592G' is too large (at most 9223372036854775807 bytes)"),
+    (2**63, "9223372036854775808 is too large (at most 9223372036854775807 bytes)"),
+    ("x" * 100, "not a size: '" + "x" * 39 + "... (100 characters) (examples: 8, 4K, 1M, 1G)"),
+])
+def test_parse_size_ascii_digits_and_a_bound(text, message):
+    with pytest.raises(ValueError) as exc:
+        parse_size(text)
+    assert str(exc.value) == message
+
+
+def test_parse_size_largest_and_leading_zeros():
+    assert parse_size("9223372036854775807") == 2**63 - 1
+    assert parse_size("0" * 5000 + "8K") == 8192
+    with pytest.raises(ValueError, match="too large"):
+        parse_sizes("8:" + "9" * 5000)

@@ -232,8 +232,8 @@ def test_client_error_text_neither_ends_the_server_nor_reaches_the_log_raw(text)
 
 # --------------------------------------------------------------------------- the serve probe's E8, E11
 @pytest.mark.parametrize("args,env,said", [
-    (["--token", os.fsdecode(b"a\xffb")], {}, "the token is not valid UTF-8 text (a\\xffb)"),
-    ([], {"GDRLAB_TOKEN": os.fsdecode(b"\xff")}, "the token is not valid UTF-8 text (\\xff)"),
+    (["--token", os.fsdecode(b"a\xffb")], {}, "--token is not valid UTF-8 text (a\\xffb)"),
+    ([], {"GDRLAB_TOKEN": os.fsdecode(b"\xff")}, "$GDRLAB_TOKEN is not valid UTF-8 text (\\xff)"),
 ], ids=["--token", "GDRLAB_TOKEN"])
 def test_bench_refuses_a_token_that_is_not_utf8_in_one_line(run_cli, args, env, said):
     r = run_cli("bench", "--peer", "127.0.0.1:1", "--sizes", "8", *args, env=env)
@@ -243,7 +243,7 @@ def test_bench_refuses_a_token_that_is_not_utf8_in_one_line(run_cli, args, env, 
 
 def test_bench_refuses_a_peer_host_that_is_not_utf8_in_one_line(run_cli):
     r = run_cli("bench", "--peer", os.fsdecode(b"h\xff:1"), "--sizes", "8")
-    assert r.returncode != 0 and "the peer's host is not valid UTF-8 text (h\\xff)" in r.stderr, r.stderr
+    assert r.returncode != 0 and "--peer is not valid UTF-8 text (h\\xff:1)" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
 
 
