@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import socket_loop  # noqa: E402
 
 import gdrlab  # noqa: E402
-from gdrlab import engine  # noqa: E402
+from gdrlab import engine, provenance  # noqa: E402
 
 MiB = 1 << 20
 
@@ -109,7 +109,7 @@ def main() -> int:
     ap.add_argument("--cpu-only", action="store_true")
     a = ap.parse_args()
     t0 = time.time()
-    res = {"provenance": engine._provenance({"what": "bench/bench_engine.py", "reps": a.reps})}
+    res = {"provenance": provenance.live({"what": "bench/bench_engine.py", "reps": a.reps}, engine.machine())}
     res["host_tcp_vs_socket_loop"] = bench_host_vs_socket(a.reps)
     if not a.cpu_only:
         if not a.raw_copy:

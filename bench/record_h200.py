@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import gdrlab
-from gdrlab import engine
+from gdrlab import engine, provenance
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -71,9 +71,8 @@ def hw_label(hw: dict) -> str:
 
 
 def save(out: Path, name: str, hw: dict, command: str, rows=None, report=None) -> None:
-    prov = {"kind": "recorded", "hardware": hw_label(hw), "hardware_detail": hw,
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "command": command,
-            "gdrlab": gdrlab.__version__}
+    prov = provenance.recorded(hw_label(hw), dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                               hardware_detail=hw, command=command, gdrlab=gdrlab.__version__)
     doc = {"provenance": prov}
     if rows is not None:
         doc["rows"] = rows

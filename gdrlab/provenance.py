@@ -1,8 +1,10 @@
 """Where a result came from: one builder, one label format, carried with the rows.
 
-Every measured, recorded or modelled DataFrame says whether its points are ``live`` (measured
-now, on this machine), ``recorded`` (measured earlier on named hardware) or ``modelled``.
-:func:`attach` keeps the full description in ``df.attrs["provenance"]`` and the label in a
+Every measured, recorded, modelled or imported DataFrame says whether its points are ``live``
+(measured now, on this machine: :func:`live`), ``recorded`` (measured earlier on named hardware:
+:func:`recorded`), ``modelled`` (:func:`modelled`) or ``imported`` (read from another tool's
+output: :func:`imported`). Nothing else builds a provenance dict, and nothing else sets
+``attrs["provenance"]`` (a test checks both). :func:`attach` keeps the full description in ``df.attrs["provenance"]`` and the label in a
 ``source`` column: ``pd.concat`` drops ``attrs`` whenever the frames differ, but the column
 travels with each row, so a concatenation of live and recorded rows still says which is which
 (``df.gdrlab.sources``).
@@ -13,9 +15,10 @@ import datetime as _dt
 import platform
 from typing import Any
 
-__all__ = ["KINDS", "SOURCE_COLUMN", "live", "label", "attach", "of", "sources"]
+__all__ = ["KINDS", "SOURCE_COLUMN", "live", "recorded", "modelled", "imported", "derived", "label", "attach",
+           "of", "sources"]
 
-KINDS = ("live", "recorded", "modelled")
+KINDS = ("live", "recorded", "modelled", "imported")
 #: The column :func:`attach` adds: the label of each row's provenance.
 SOURCE_COLUMN = "source"
 
@@ -40,6 +43,57 @@ def live(extra: dict[str, Any] | None = None, machine: dict[str, Any] | None = N
     return prov
 
 
+def recorded(hardware: str, date: str | None = None, **extra: Any) -> dict[str, Any]:
+    """The provenance of a measurement made earlier: the hardware it ran on (one line a reader can
+    check, e.g. "NVIDIA H200, PCIe Gen5 x16, driver 580.159.04"), the day, then ``extra`` (e.g.
+    ``command``, ``file``)."""
+    if not hardware:
+        raise ValueError("recorded provenance names its hardware")
+    prov: dict[str, Any] = {"kind": "recorded", "hardware": str(hardware)}
+    if date:
+        prov["date"] = str(date)
+    prov.update(_checked(extra))
+    return prov
+
+
+def modelled(profile: str, level: str | None = None, **extra: Any) -> dict[str, Any]:
+    """The provenance of numbers a model produced: the profile (or the model's name, e.g. "lab 03
+    registration model"), its calibration level ("MPI", "verbs") where it has one, then ``extra``."""
+    prov: dict[str, Any] = {"kind": "modelled", "profile": str(profile)}
+    if level:
+        prov["level"] = str(level)
+    prov.update(_checked(extra))
+    return prov
+
+
+def imported(tool: str, version: str | None = None, *, options: str | None = None, host: str | None = None,
+             **extra: Any) -> dict[str, Any]:
+    """The provenance of rows read from another tool's output (perftest, nccl-tests, OSU,
+    nvbandwidth, ucx_perftest): the tool, its version and options as its output states them, the
+    host it ran on where given, then ``extra`` (e.g. ``file``, ``converted``: what units changed)."""
+    prov: dict[str, Any] = {"kind": "imported", "tool": str(tool)}
+    for key, value in (("version", version), ("options", options), ("host", host)):
+        if value:
+            prov[key] = str(value)
+    prov.update(_checked(extra))
+    return prov
+
+
+def derived(data: Any, **extra: Any) -> dict[str, Any]:
+    """A copy of ``data``'s provenance (a DataFrame or a provenance dict) for a table computed from
+    it, with ``extra`` added; ValueError when ``data`` has none."""
+    found = of(data)
+    if found is None or found.get("kind") not in KINDS:
+        raise ValueError("the data this is derived from carries no provenance")
+    return {**found, **_checked(extra)}
+
+
+def _checked(extra: dict[str, Any]) -> dict[str, Any]:
+    if "kind" in extra or "source" in extra:
+        raise ValueError("'kind' is the builder's and 'source' is the label column's: use hardware= or file=")
+    return extra
+
+
 def of(data: Any) -> dict[str, Any] | None:
     """The provenance dict of a DataFrame (``attrs``) or of a dict that is one; None if absent."""
     if isinstance(data, dict):
@@ -50,14 +104,15 @@ def of(data: Any) -> dict[str, Any] | None:
 
 
 def label(prov: Any, short: bool = False) -> str:
-    """A short human label: ``live on host (GPU)``, ``recorded on HW (date)``, ``modelled, profile X``.
+    """A short human label: ``live on host (GPU)``, ``recorded on HW (date)``, ``modelled, profile X
+    (MPI level)``, ``imported from perftest 6.28 (host)``.
 
     ``prov`` is a provenance dict or a DataFrame carrying one. ``short=True`` keeps the first two
     comma-separated parts of the hardware (for legends). ValueError when there is no provenance.
     """
     found = of(prov)
     if found is None or found.get("kind") not in KINDS:
-        raise ValueError("no provenance: set df.attrs['provenance'] = {'kind': 'live'|'recorded'|'modelled', ...}")
+        raise ValueError("no provenance: build it with gdrlab.provenance.live/recorded/modelled/imported and attach it")
     kind = found["kind"]
     if kind == "live":
         gpu = found.get("gpu")
@@ -68,16 +123,22 @@ def label(prov: Any, short: bool = False) -> str:
             hw = ",".join(hw.split(",")[:2])
         date = str(found.get("date") or "")[:10]  # the day is enough for a legend
         return f"recorded on {hw}" + (f" ({date})" if date else "")
+    if kind == "imported":
+        tool = " ".join(str(found[k]) for k in ("tool", "version") if found.get(k))
+        return f"imported from {tool or 'another tool'}" + (f" ({found['host']})" if found.get("host") else "")
     level = found.get("level")
     return f"modelled, profile {found.get('profile') or 'unnamed profile'}" + (f" ({level} level)" if level else "")
 
 
-def attach(df: Any, prov: dict[str, Any]) -> Any:
-    """Give ``df`` its provenance: ``attrs["provenance"]`` and a :data:`SOURCE_COLUMN` column
-    holding :func:`label` on every row. Returns ``df``."""
+def attach(df: Any, prov: dict[str, Any], column: bool = True) -> Any:
+    """Give ``df`` its provenance: ``attrs["provenance"]`` and, for frames of measured or modelled
+    rows, a :data:`SOURCE_COLUMN` column holding :func:`label` on every row (``column=False`` for
+    a table that is not rows of results, e.g. a topology matrix). Returns ``df``."""
+    label(prov)  # refuses what is not a provenance of a known kind
     _register_accessor()
     df.attrs["provenance"] = dict(prov)
-    df[SOURCE_COLUMN] = label(prov)
+    if column:
+        df[SOURCE_COLUMN] = label(prov)
     return df
 
 

@@ -146,7 +146,7 @@ def live_or_recorded(measure_fn: Callable[[], Any] | None, recorded_name: str | 
             reason = f"cannot measure here ({exc})"
         else:
             if hasattr(df, "attrs") and "provenance" not in df.attrs:
-                df.attrs["provenance"] = _provenance.live()
+                _provenance.attach(df, _provenance.live(), column=False)
             return LiveOrRecorded(df, "live", f"measured now on {platform.node()}")
     if recorded_name is None:
         return LiveOrRecorded(None, "none", reason + "; no recorded data for this measurement")

@@ -113,8 +113,9 @@ def run(args: argparse.Namespace) -> int:
         kw["depth"] = args.depth
     if args.wire is not None:
         kw["wire"] = args.wire
-    prov = {"kind": "modelled", "profile": prof.name, "level": prof.level, "placement": prof.placement,
-            "overrides": overrides, "follows": prof.follows}
+    from .. import provenance
+    prov = provenance.modelled(prof.name, prof.level, placement=prof.placement, overrides=overrides,
+                               follows=prof.follows)
     label = f"[modelled, {prof.level} level]"
 
     if action == "show":
@@ -136,8 +137,9 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgument("crossover needs --a PATH and --b PATH")
         found = model.crossings(prof, args.a, args.b, **kw)
         size = next((c["size"] for c in found if c["faster"] == args.b), None)
+        notes = _chunk_notes(model, (args.a, args.b), found)
         doc = {"profile": prof.name, "a": args.a, "b": args.b, "crossover_bytes": size, "crossings": found,
-               "provenance": prov}
+               "provenance": prov, "notes": notes}
         if args.json:
             emit_json(doc)
             return 0
@@ -148,16 +150,21 @@ def run(args: argparse.Namespace) -> int:
         later = [c for c in found if c["size"] > size] if size is not None else []
         for c in later:
             print(f"  then {c['faster']} is faster again from {_size_text(c['size'])}")
+        for n in notes:
+            print(f"note: {n}")
         return 0
 
     if action == "policy":
         paths = _paths(args)
         pol = model.hybrid_policy(prof, paths, **kw)
+        notes = _chunk_notes(model, [r["path"] for r in pol], pol)
         if args.json:
-            emit_json({"profile": prof.name, "policy": pol, "provenance": prov})
+            emit_json({"profile": prof.name, "policy": pol, "provenance": prov, "notes": notes})
         else:
             print(f"hybrid policy on {prof.name} ({prof.placement})  {label}")
             print(table(pol, ["lo", "hi", "path"]))
+            for n in notes:
+                print(f"note: {n}")
         return 0
 
     return _predict(model, args, prof, kw, label)
@@ -181,6 +188,11 @@ def _predict(model: ModuleType, args: argparse.Namespace, prof: Profile, kw: _Op
         print(f"{e['path']}: route {links} GB/s; slowest link {e['slowest_link']}; "
               f"at {e['size']} B the bottleneck is {e['bottleneck']}")
     return 0
+
+
+def _chunk_notes(model: ModuleType, paths: Any, changes: list[dict]) -> list[str]:
+    """The note on chunk steps, where a chunked path is involved and the answer changes more than once."""
+    return [model.CHUNK_NOTE] if "pipelined" in paths and len(changes) > 1 else []
 
 
 def _size_text(size: int) -> str:

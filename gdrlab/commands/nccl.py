@@ -84,11 +84,13 @@ def _run_parse(args: argparse.Namespace) -> int:
     text, source = _read_log(args.logfile)
     parsed = parse_log(text)
     if args.json:
+        from .. import provenance
         from ._common import emit_json
-        prov = {"kind": "recorded", "source": source}
+        # A log given as a file is recorded on hardware this command cannot name: the file says.
+        prov = provenance.recorded(f"the machine that wrote {source}", file=source)
         if source.startswith("recorded:"):
             from ..nccl import recorded_summary
-            prov = dict(recorded_summary()["provenance"], source=source)
+            prov = provenance.derived(recorded_summary()["provenance"], file=source)
         emit_json(dict(parsed, explain=explain(parsed), provenance=prov))
     else:
         print(f"{source}:")

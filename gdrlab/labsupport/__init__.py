@@ -43,22 +43,13 @@ def optional_module(name: str) -> tuple[ModuleType | None, str]:
 
 
 def provenance_label(prov: dict[str, Any] | None, fallback: str = "modelled") -> str:
-    """A short label for a legend or title: ``live on <host>``, ``recorded on <hardware>``,
-    ``modelled (profile X)``."""
-    if not prov:
+    """The label of ``prov`` (:func:`gdrlab.provenance.label`, the one format), or ``fallback``
+    when there is none."""
+    from .. import provenance
+    try:
+        return provenance.label(prov)
+    except ValueError:
         return fallback
-    kind = str(prov.get("kind", fallback))
-    if kind == "live":
-        where = prov.get("gpu") or prov.get("host") or "this machine"
-        return f"live on {where}"
-    if kind == "recorded":
-        where = prov.get("hardware") or prov.get("gpu") or prov.get("host") or "named hardware"
-        when = prov.get("date", "")
-        return f"recorded on {where}" + (f", {str(when)[:10]}" if when else "")
-    if kind == "modelled":
-        level = prov.get("level")
-        return f"modelled ({prov.get('profile', 'profile ?')}" + (f", {level} level)" if level else ")")
-    return kind
 
 
 def nccl_log_lines(name: str, keywords: tuple[str, ...]) -> tuple[list[str], str]:
@@ -87,14 +78,12 @@ def modelled_provenance(profile: str, **extra: Any) -> dict[str, Any]:
     from .. import model
     from ..errors import InvalidArgument
 
-    prov: dict[str, Any] = {"kind": "modelled", "profile": profile, **extra}
+    from .. import provenance
     try:
         level = getattr(model.get_profile(profile), "level", None)
     except InvalidArgument:  # a label such as "lab 03 registration model" names no profile
         level = None
-    if level:
-        prov["level"] = level
-    return prov
+    return provenance.modelled(profile, level, **extra)
 
 
 def profile_with_level(profile: str) -> str:

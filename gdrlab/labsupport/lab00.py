@@ -12,6 +12,8 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .. import provenance
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -95,9 +97,10 @@ def h200_report() -> tuple[dict, str]:
         where = "the recorded `gdrlab doctor --json` of the H200 machine"
     except RecordedDataMissing:
         report = copy.deepcopy(H200_FACTS)
-        report["provenance"] = {"kind": "recorded", "hardware": "NVIDIA H200, PCIe Gen5 x16, driver 580.159.04",
-                                "date": "2026-11", "command": "facts measured on the machine, assembled by hand "
-                                "into the doctor report's form (no doctor run was shipped)"}
+        report["provenance"] = provenance.recorded(
+            "NVIDIA H200, PCIe Gen5 x16, driver 580.159.04", "2026-11",
+            command="facts measured on the machine, assembled by hand into the doctor report's form "
+                    "(no doctor run was shipped)")
         where = "facts measured on the H200 machine, assembled into a doctor report (no doctor run shipped)"
     report["paths"] = path_availability(report)
     return report, where

@@ -10,6 +10,7 @@ import errno
 import os
 from typing import TYPE_CHECKING, Any, Iterable, TypedDict
 
+from .. import provenance as prov
 from . import modelled_provenance
 
 if TYPE_CHECKING:
@@ -150,7 +151,7 @@ def own_bars(root: str = "/") -> tuple[pd.DataFrame, str]:
     if not frames:
         return pd.DataFrame(), "no PCI device here has a memory BAR that sysfs shows"
     out = pd.concat(frames, ignore_index=True)
-    out.attrs["provenance"] = {"kind": "live", "source": "sysfs resource files"}
+    prov.attach(out, prov.live({"what": "sysfs resource files"}), column=False)
     return out, ""
 
 
@@ -227,7 +228,7 @@ def h200_bars(label: bool = False) -> pd.DataFrame:
     report, _ = h200_report()
     g = report["gpus"][0]
     df = _bars_frame(g.get("bars") or [], g.get("pci_bus_id"), label)
-    df.attrs["provenance"] = report["provenance"]
+    prov.attach(df, prov.derived(report["provenance"]), column=False)
     return df
 
 
@@ -282,7 +283,7 @@ def bar1_data(sizes: SizeSpec = "64M:16G", device: int = 0) -> LiveOrRecorded:
 
     def measure() -> pd.DataFrame:
         df = pd.DataFrame([bar1_measure(n, device) for n in sweep_sizes(sizes)])
-        df.attrs["provenance"] = _live_provenance()
+        prov.attach(df, _live_provenance(), column=False)
         return df
 
     res = live_or_recorded(measure, "h200-bar1", **_live_args())
@@ -298,13 +299,10 @@ def _live_args() -> _LiveArgs:
     return {"live": st["usable"], "why_not_live": f"no GPU here ({st['reason']})"}
 
 
-def _live_provenance() -> dict[str, str]:
-    import platform
+def _live_provenance() -> dict[str, Any]:
+    from ..engine import machine
 
-    from ..engine import gpus
-
-    g = gpus()
-    return {"kind": "live", "host": platform.node(), **({"gpu": g[0]["name"]} if g else {})}
+    return prov.live(machine=machine())
 
 
 def bar1_sweep_widget(sizes: SizeSpec = "64M:16G", device: int = 0) -> SweepWidget:
@@ -363,7 +361,7 @@ def live_or_recorded_dmabuf(sizes: Iterable[int] = (2 * MiB, 64 * MiB), device: 
         except CudaError as exc:  # a GPU or driver without dma-buf export: say so, show the record
             raise Unavailable(f"dma-buf export failed here: {exc}") from exc
         df = pd.DataFrame(rows)
-        df.attrs["provenance"] = _live_provenance()
+        prov.attach(df, _live_provenance(), column=False)
         return df
 
     return live_or_recorded(measure, "h200-dmabuf", **_live_args())
@@ -387,7 +385,7 @@ def register_table(profile: str = K20_PROFILE, sizes: Iterable[int] = (64 * MiB,
             rows.append({"size": _human(int(n)), "size_bytes": int(n), "registered": False, "bar1_left": "",
                          "error": f"{errno_name(exc.errno)}: {exc}"})
     df = pd.DataFrame(rows)
-    df.attrs["provenance"] = modelled_provenance(profile)
+    prov.attach(df, modelled_provenance(profile), column=False)
     return df
 
 
@@ -412,7 +410,7 @@ def bar1_model_figure(profiles: Iterable[str] = (K20_PROFILE, "volta-dgx1", "hop
                 left = np.nan  # ENOMEM: past the wall
             rows.append({"size": int(n), "bar1_free_after_bytes": left})
         df = pd.DataFrame(rows)
-        df.attrs["provenance"] = modelled_provenance(prof)
+        prov.attach(df, modelled_provenance(prof), column=False)
         frames[prof] = df
     fig = plot_sweep({}, model=list(frames.values()), y="bar1_free_after_bytes", log_y=True,
                      title="one ibv_reg_mr on GPU memory: BAR1 left, until ENOMEM")

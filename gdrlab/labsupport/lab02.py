@@ -2,8 +2,9 @@
 peer access on and off; live where the GPUs are, recorded H200 data and the model everywhere."""
 from __future__ import annotations
 
-import platform
 from typing import TYPE_CHECKING, Any, Callable
+
+from .. import provenance as prov
 
 if TYPE_CHECKING:
     import ipywidgets
@@ -69,8 +70,10 @@ def copy_model(direction: str, memory: str, sizes: Any = "8:256M", profile: str 
     s = np.asarray(parse_sizes(sizes), dtype=float)
     lat_us = np.asarray(model.stage_us(profile, f"copy-{direction}-{memory}", s, **overrides), dtype=float)
     df = pd.DataFrame({"size": s.astype(np.int64), "lat_us": lat_us, "bw_gbps": s / lat_us / 1e3})
-    df.attrs["provenance"] = {"kind": "modelled", "profile": profile, "stage": f"copy-{direction}-{memory}",
-                              **({"overrides": overrides} if overrides else {})}
+    extra: dict[str, Any] = {"stage": f"copy-{direction}-{memory}"}
+    if overrides:
+        extra["overrides"] = overrides
+    prov.attach(df, prov.modelled(profile, **extra), column=False)
     return df
 
 
@@ -129,7 +132,7 @@ def p2p_data(sizes: Any = "8:256M", src: int = 0, dst: int = 1) -> LiveOrRecorde
             raise Unavailable(f"peer access GPU{src} -> GPU{dst} failed: {exc}") from exc
         off = p2p_bench(src, dst, sweep_sizes(sizes), peer_access=False)
         df = pd.concat([on, off], ignore_index=True)
-        df.attrs["provenance"] = dict(on.attrs.get("provenance") or {"kind": "live", "host": platform.node()})
+        prov.attach(df, prov.derived(on) if prov.of(on) else prov.live(), column=False)
         return df
 
     return live_or_recorded(measure, "h200x2-p2p-curriculum", **_live_args(min_gpus=2))
@@ -162,8 +165,8 @@ def alpha_beta_frame(alpha_us: float, beta_gbps: float, sizes: Any = "8:256M",
     s = np.asarray(parse_sizes(sizes), dtype=float)
     lat_us = float(alpha_us) + s / (float(beta_gbps) * 1e3)
     df = pd.DataFrame({"size": s.astype(np.int64), "lat_us": lat_us, "bw_gbps": s / lat_us / 1e3})
-    df.attrs["provenance"] = {"kind": "modelled", "profile": f"{label} (alpha {alpha_us:.3g} us, "
-                                                             f"beta {beta_gbps:.3g} GB/s)"}
+    # A learner's own alpha-beta line: the model is theirs, so its label names it as such.
+    prov.attach(df, prov.modelled(f"{label} (alpha {alpha_us:.3g} us, beta {beta_gbps:.3g} GB/s)"), column=False)
     return df
 
 
@@ -174,7 +177,6 @@ def host_copy_live(sizes: Any = None, repeats: int | None = None) -> pd.DataFram
     Not a DMA: the CPU moves the bytes, and ``alpha`` is the cost of one Python call. Quick mode
     measures fewer sizes and repeats. Buffers stay at or below 64 MiB.
     """
-    import platform
     import time
 
     import numpy as np
@@ -207,7 +209,6 @@ def host_copy_live(sizes: Any = None, repeats: int | None = None) -> pd.DataFram
         rows.append({"size": n, "lat_p50_us": p50, "lat_min_us": float(min(times_us)),
                      "bw_gbps": n / p50 / 1e3, "verified": bool(dst[-1] == 1)})
     df = pd.DataFrame(rows)
-    df.attrs["provenance"] = {"kind": "live", "host": platform.node() or "this machine",
-                              "source": f"numpy.copyto, host to host memory, median of {repeats}"}
+    prov.attach(df, prov.live({"what": f"numpy.copyto, host to host memory, median of {repeats}"}), column=False)
     return df
 

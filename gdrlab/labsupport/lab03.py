@@ -17,8 +17,14 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypedDict
 
 import numpy as np
 
+from .. import provenance as prov
 from . import SIZE_TICKS, optional_module
-from .softroce import PYVERBS_BESIDE_GDRLAB, RegistrationAttempt, pyverbs_registrations, soft_roce_status
+from .softroce import (
+    PYVERBS_BESIDE_GDRLAB,
+    RegistrationAttempt,
+    pyverbs_registrations,
+    soft_roce_status,
+)
 
 if TYPE_CHECKING:
     import ipywidgets as w
@@ -299,8 +305,8 @@ def registration_cost_table(sizes: float | np.ndarray | Sequence[float],
             rows.append({"model": m.name, "size": int(s), "pages": int(pages), "reg_us": float(cost),
                          "source": m.source})
     df = pd.DataFrame(rows)
-    df.attrs["provenance"] = {"kind": "modelled", "profile": "lab 03 registration model",
-                              "sources": {m.name: m.source for m in models.values()}}
+    prov.attach(df, prov.modelled("lab 03 registration model", sources={m.name: m.source for m in models.values()}),
+                column=False)
     return df
 
 
@@ -430,7 +436,7 @@ def registration_summary(profile: str = "volta-dgx1", sizes: Sequence[int] | np.
                                          if save > 0 else None),
                      "fits_bar1": fits})
     df = pd.DataFrame(rows)
-    df.attrs["provenance"] = {"kind": "modelled", "profile": f"{profile} + lab 03 registration model"}
+    prov.attach(df, prov.modelled(f"{profile} + lab 03 registration model"), column=False)
     return df
 
 

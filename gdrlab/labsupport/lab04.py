@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, TypedDict
 
 import numpy as np
 
+from .. import provenance
 from . import SIZE_TICKS, modelled_provenance, profile_with_level, quick_mode
 
 if TYPE_CHECKING:
@@ -196,8 +197,7 @@ def chunk_data(size: int = 64 << 20, chunks: Iterable[int] = CHUNKS, live: bool 
     def measure() -> pd.DataFrame:
         frames = [engine.bench("pipelined", [size], mode="bw", chunk=int(c)) for c in chunks]
         df = pd.concat(frames, ignore_index=True)
-        df.attrs["provenance"] = frames[0].attrs.get("provenance", {"kind": "live"})
-        return df
+        return provenance.attach(df, provenance.derived(frames[0]))  # each row keeps its live label
 
     return live_or_recorded(measure, "h200-bench-pipelined-chunks", live=live)
 
@@ -242,8 +242,7 @@ def model_table(profile: str, paths: Iterable[str] | None = None, sizes: Iterabl
         lat = _lat_us(profile, p, grid, placement, chunk)
         rows.append(pd.DataFrame({"path": p, "size": grid, "lat_us": lat, "bw_gbps": grid / lat / 1e3}))
     df = pd.concat(rows, ignore_index=True)
-    df.attrs["provenance"] = modelled_provenance(profile, placement=placement, chunk=chunk)
-    return df
+    return provenance.attach(df, modelled_provenance(profile, placement=placement, chunk=chunk), column=False)
 
 
 def policy_table(profile: str, paths: Iterable[str] | None = None, placement: str | None = None) -> list[PolicyRange]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import provenance
 from ..topology import CODE_ORDER
 from . import modelled_provenance, profile_with_level
 
@@ -111,7 +112,9 @@ def own_pairs(root: str = "/") -> tuple[pd.DataFrame, str]:
             rows.append({"a": a["name"], "a_kind": a["kind"], "b": b["name"], "b_kind": b["kind"],
                          "code": code, "why": why})
     table = pd.DataFrame(rows)
-    table.attrs["provenance"] = {"kind": topo.provenance, "source": topo.source}
+    where = (provenance.live({"topology": topo.source}) if topo.provenance == "live"
+             else provenance.recorded(topo.source))
+    provenance.attach(table, where, column=False)
     return table, f"{topo.source}: {len(picked)} devices, {len(rows)} pairs"
 
 
@@ -179,7 +182,7 @@ def config_ab_table(profile: str = "kepler-ivb-2014", sizes: Iterable[int] | Non
             frames.append(pd.DataFrame({"config": config, "placement": placement, "path": p, "size": sizes,
                                         "lat_us": lat, "bw_gbps": sizes / lat / 1e3}))
     df = pd.concat(frames, ignore_index=True)
-    df.attrs["provenance"] = modelled_provenance(profile)
+    provenance.attach(df, modelled_provenance(profile), column=False)
     return df
 
 
@@ -307,6 +310,6 @@ def allreduce_figures() -> pd.DataFrame:
                      "busbw_gbps_json": float(big.loc[config, "busbw_gbps"]),
                      "busbw_gbps_log": log_row.get("busbw_gbps")})
     table = pd.DataFrame(rows)
-    table.attrs["provenance"] = {"kind": "recorded", "hardware": prov.get("hardware", "2x NVIDIA H200"),
-                                 "date": prov.get("date", "")}
+    provenance.attach(table, provenance.recorded(prov.get("hardware", "2x NVIDIA H200"), prov.get("date")),
+                      column=False)
     return table

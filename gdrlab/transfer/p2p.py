@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from .. import provenance
+from .. import provenance as _prov
 from ..errors import InvalidArgument, Unavailable
 from ..units import format_size, parse_sizes
 from ..vocab import P2P_PATHS as _P2P_PATH_NAMES
@@ -173,7 +174,7 @@ def p2p_matrix(n_gpus: int, measure: Measure, can_access: CanAccess, *, lat_size
             notes.append(f"GPU{a} cannot access GPU{b} as a peer (cuDeviceCanAccessPeer = 0): "
                          "only the staged path runs between them")
     out["notes"] = notes
-    out["provenance"] = dict(provenance or {"kind": "live"})
+    out["provenance"] = dict(provenance or _prov.live())
     return out
 
 
@@ -234,6 +235,6 @@ def recorded_matrix() -> dict:
     out["lat_us"]["peer_on"][0][1] = 4.7
     out["lat_us"]["peer_off"][0][1] = 18.7
     out["notes"] = ["recorded GPU0 -> GPU1 only; the other entries were not recorded"]
-    out["provenance"] = {"kind": "recorded", "hardware": "2x NVIDIA H200, NVLink NV18, driver 580, CUDA 13.0",
-                         "date": "2026-11", "what": "cuMemcpyPeerAsync GPU0->GPU1, medians"}
+    out["provenance"] = _prov.recorded("2x NVIDIA H200, NVLink NV18, driver 580, CUDA 13.0", "2026-11",
+                                       what="cuMemcpyPeerAsync GPU0->GPU1, medians")
     return out

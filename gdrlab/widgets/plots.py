@@ -200,16 +200,13 @@ def model_frame(profile: str | Profile, path: str, sizes: SizeSpec, placement: s
     from .. import model
 
     df = model.predict(profile, path, sizes, placement=placement, chunk=chunk, depth=depth, wire=wire, **overrides)
-    prov = dict(df.attrs.get("provenance") or {})
-    prov.setdefault("kind", "modelled")
-    prov.setdefault("profile", profile if isinstance(profile, str) else getattr(profile, "name", str(profile)))
+    from .. import provenance
+
     given: dict[str, float | str] = {k: v for k, v in (("chunk", chunk), ("depth", depth), ("wire", wire))
                                      if v is not None}
     given.update(overrides)
-    if given:
-        prov.setdefault("overrides", given)
-    df.attrs["provenance"] = prov
-    return df
+    prov = provenance.derived(df, overrides=given) if given else provenance.derived(df)
+    return provenance.attach(df, prov, column=False)
 
 
 def model_frames(profile: str | Profile, paths: Iterable[str], sizes: SizeSpec, placement: str | None = None, *,

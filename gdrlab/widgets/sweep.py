@@ -11,6 +11,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from .. import provenance as _prov
 from ..units import format_size, parse_sizes
 from .controls import selected_sizes, size_range
 from .plots import add_frame_trace, axis_title, byte_ticks, frames_from
@@ -78,7 +79,7 @@ class SweepWidget:
         self.y = y
         self.redraw_s = float(redraw_s)
         self.rows: list[dict[str, Any]] = []
-        self.provenance: dict[str, Any] = {"kind": "live", "host": platform.node()}
+        self.provenance: dict[str, Any] = _prov.live()
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -196,8 +197,7 @@ class SweepWidget:
 
         with self._lock:
             df = pd.DataFrame(list(self.rows))
-        df.attrs["provenance"] = dict(self.provenance)
-        return df
+        return _prov.attach(df, self.provenance, column=False)
 
     def _ipython_display_(self) -> None:
         from IPython.display import display

@@ -40,7 +40,7 @@
 import numpy as np
 from IPython.display import display
 
-from gdrlab import engine, grading
+from gdrlab import engine, grading, provenance
 from gdrlab.labsupport import lab02
 from gdrlab.widgets import diagram, plot_sweep, quick_mode
 
@@ -308,7 +308,7 @@ if p2p.data is not None:
     data = {("peer access on" if on else "peer access off"): df
             for on, df in p2p.data.groupby("peer_access", sort=False)}
     for df in data.values():
-        df.attrs["provenance"] = p2p.data.attrs["provenance"]
+        provenance.attach(df, provenance.derived(p2p.data), column=False)
     display(plot_sweep(data, y="bw_gbps", model=lab02.p2p_model(), title="GPU to GPU bandwidth"))
     display(plot_sweep(data, y="lat_p50_us", model=lab02.p2p_model(), title="GPU to GPU latency"))
 

@@ -37,7 +37,7 @@
 import pandas as pd
 from IPython.display import display
 
-from gdrlab import engine, grading, model
+from gdrlab import engine, grading, model, provenance
 from gdrlab.labsupport import lab04, profile_with_level, quick_mode
 
 QUICK = quick_mode()
@@ -355,7 +355,7 @@ for profile in lab04.HISTORIC_PROFILES:
             rows.append({"profile": profile, "gdr_ok": gdr_ok, **r})
 policy = pd.DataFrame(rows)
 levels = ", ".join(profile_with_level(p) for p in lab04.HISTORIC_PROFILES)
-policy.attrs["provenance"] = {"kind": "modelled", "profile": levels}
+provenance.attach(policy, provenance.modelled(levels), column=False)
 print(f"modelled (gdrlab.model: {levels}), sizes in bytes on a grid of about 4 points per doubling")
 policy
 

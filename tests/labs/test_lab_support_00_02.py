@@ -267,7 +267,7 @@ def test_recorded_h200_resource_round_trips_and_kepler_layout_is_32bit_bar0():
 def test_host_copy_live_measures_this_cpu_and_refuses_huge_buffers(monkeypatch):
     monkeypatch.setenv("GDRLAB_QUICK", "1")
     df = lab02.host_copy_live("4K:1M", repeats=3)
-    assert df.attrs["provenance"]["kind"] == "live" and "numpy.copyto" in df.attrs["provenance"]["source"]
+    assert df.attrs["provenance"]["kind"] == "live" and "numpy.copyto" in df.attrs["provenance"]["what"]
     assert list(df["size"]) == sorted(df["size"]) and df["size"].iloc[0] == 4096 and df["size"].iloc[-1] == 1 << 20
     assert (df["lat_min_us"] <= df["lat_p50_us"]).all() and (df["lat_p50_us"] > 0).all() and df["verified"].all()
     # bw_gbps is bytes per microsecond / 1e3: the arithmetic of the row itself.

@@ -32,9 +32,10 @@ def test_quick_mode_follows_environment(monkeypatch):
 
 
 def test_provenance_label_names_the_source():
+    # One label format everywhere (gdrlab.provenance.label), in the labs as in the plots.
     assert provenance_label({"kind": "recorded", "hardware": "NVIDIA H200", "date": "2026-11-30T04:00"}) \
-        == "recorded on NVIDIA H200, 2026-11-30"
-    assert provenance_label({"kind": "modelled", "profile": "kepler-snb-2013"}) == "modelled (kepler-snb-2013)"
+        == "recorded on NVIDIA H200 (2026-11-30)"
+    assert provenance_label({"kind": "modelled", "profile": "kepler-snb-2013"}) == "modelled, profile kepler-snb-2013"
     assert provenance_label(None) == "modelled"
 
 
