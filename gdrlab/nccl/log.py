@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+from .. import provenance
 from ..errors import InvalidArgument
 
 __all__ = ["classify_via", "parse_log", "explain", "recorded_logs", "recorded_summary", "published_logs",
@@ -15,10 +16,9 @@ __all__ = ["classify_via", "parse_log", "explain", "recorded_logs", "recorded_su
 _DATA = Path(__file__).resolve().parent.parent / "data" / "nccl"
 _PUBLISHED = _DATA / "published"
 _RECORDED_ORDER = ("default", "p2p_off", "p2p_shm_off")
-_RECORDED_PROVENANCE = {
-    "kind": "recorded", "hardware": "2x NVIDIA H200, NVLink NV18 (KVM guest, no RDMA device)",
-    "software": "NCCL 2.28.9+cuda13.0 through PyTorch torch.distributed, 2 ranks", "date": "2026-11",
-}
+_RECORDED_PROVENANCE = provenance.recorded(
+    "2x NVIDIA H200, NVLink NV18 (KVM guest, no RDMA device)", "2026-11",
+    software="NCCL 2.28.9+cuda13.0 through PyTorch torch.distributed, 2 ranks")
 
 # Every pattern below runs in time linear in the line: each is anchored (``match`` at the start of
 # the message, or led by a literal that cannot recur inside what follows it), and every quantifier
@@ -101,6 +101,11 @@ def classify_via(via: str) -> dict:
 
 
 _HOST_RUN = re.compile(r"[^\s:]*")
+# A field longer than this is no number NCCL prints (64-bit counters have 20 digits); it is
+# refused before int(), which Python refuses beyond 4,300 digits, and the line is read as any
+# other line that does not match: skipped (a prefix without its device, a fact left out).
+_MAX_DIGITS = 20
+_MAX_FLOAT_CHARS = 40
 
 
 def _prefix(before: str) -> tuple[str, int | None]:
@@ -113,8 +118,8 @@ def _prefix(before: str) -> tuple[str, int | None]:
     rest, colon2, pid = rest.rpartition(":")
     run = _HOST_RUN.match(rest[::-1])  # always matches, maybe empty
     host = run[0][::-1] if run else ""  # the run without whitespace or ':' ending ``rest``
-    if not (bracket and colon1 and colon2 and host and dev.isdecimal() and tid.isdecimal()
-            and pid.isdecimal()):
+    if not (bracket and colon1 and colon2 and host and dev.isdecimal() and len(dev) <= _MAX_DIGITS
+            and tid.isdecimal() and pid.isdecimal()):
         return "", None
     return host, int(dev)
 
@@ -141,46 +146,89 @@ _PATH_TYPES = {"NVL": "by NVLink", "NVB": "by NVLink through another GPU", "PIX"
                "PHB": "through the CPU's PCIe host bridge", "SYS": "across CPU sockets"}
 
 
-def _add_reason(reasons: dict, msg: str, meaning: str, who: int | None, source: str = "net") -> None:
-    entry = reasons.setdefault(msg, {"message": msg, "meaning": meaning, "source": source, "ranks": []})
-    if who is not None and who not in entry["ranks"]:
+class _Reasons(dict):
+    """message -> reason entry (``{"message", "meaning", "source", "ranks"}``), with the ranks of
+    each entry also in a set beside its list, so that adding one is O(1) however many logged it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ranks_seen: dict[str, set[int]] = {}
+
+
+def _add_reason(reasons: _Reasons, msg: str, meaning: str, who: int | None, source: str = "net") -> None:
+    entry = reasons.get(msg)
+    if entry is None:
+        entry = reasons[msg] = {"message": msg, "meaning": meaning, "source": source, "ranks": []}
+        reasons.ranks_seen[msg] = set()
+    seen = reasons.ranks_seen[msg]
+    if who is not None and who not in seen:
+        seen.add(who)
         entry["ranks"].append(who)
 
 
-def _read_fact(out: dict, ranks: dict, reasons: dict, body: str, who: int | None, host: str) -> None:
+def _fits(*fields: str | None) -> bool:
+    """True when every field present (``\\d+``) is short enough to be a number NCCL prints."""
+    return all(f is None or len(f) <= _MAX_DIGITS for f in fields)
+
+
+def _int(text: str) -> int | None:
+    return int(text) if _fits(text) else None
+
+
+def _float(text: str) -> float | None:
+    """``[\\d.]+`` as a float; None for ``1.2.3``, ``.`` or a run too long to be a number."""
+    if len(text) > _MAX_FLOAT_CHARS:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _read_fact(out: dict, ranks: dict, reasons: _Reasons, body: str, who: int | None, host: str,
+               graphs_seen: set[tuple]) -> None:
     """One message that is not a connection line: header facts, environment, graphs, paths."""
     if out["version"] is None and (m := _VERSION.match(body)):
         out["version"] = m[1]
     elif out["cuda_driver_version"] is None and (m := _DRIVER.match(body)):
-        out["cuda_driver_version"] = int(m[1])
+        out["cuda_driver_version"] = _int(m[1])
     elif (m := _RANK.match(body)):
+        if not _fits(m["rank"], m["nranks"], m["dev"], m["nvml"]):
+            return
         r = int(m["rank"])
         ranks.setdefault(r, {"rank": r, "nranks": int(m["nranks"]), "cuda_dev": int(m["dev"]),
                              "nvml_dev": None if m["nvml"] is None else int(m["nvml"]), "bus_id": m["bus"],
                              "host": host})
         out["nranks"] = int(m["nranks"])
     elif (m := _NODES.match(body)):
-        out["nnodes"] = int(m[3])
+        if (nnodes := _int(m[3])) is not None:
+            out["nnodes"] = nnodes
     elif (m := _ENV.match(body)) and (value := _env_value(body[m.end():])) is not None:
         out["env"][m[1]] = value
         _add_reason(reasons, f"{m[1]}={value}", _ENV_MEANING.get(m[1], "set in the environment"), who, "env")
     elif (m := _RINGS.match(body)):
-        out["ring_flags"] = {"PXN": int(m[1]), "GDR": int(m[2])}
+        if _fits(m[1], m[2]):
+            out["ring_flags"] = {"PXN": int(m[1]), "GDR": int(m[2])}
     elif (m := _GRAPH.match(body)):
-        graph = {"pattern": int(m[1]), "cross_nic": int(m[2]), "nchannels": int(m[3]), "bw_intra": float(m[4]),
-                 "bw_inter": float(m[5]), "type_intra": m[6], "type_inter": m[7]}
-        if graph not in out["graphs"]:
+        bw_intra, bw_inter = _float(m[4]), _float(m[5])
+        if not _fits(m[1], m[2], m[3]) or bw_intra is None or bw_inter is None:
+            return
+        graph = {"pattern": int(m[1]), "cross_nic": int(m[2]), "nchannels": int(m[3]), "bw_intra": bw_intra,
+                 "bw_inter": bw_inter, "type_intra": m[6], "type_inter": m[7]}
+        key = tuple(graph.values())
+        if key not in graphs_seen:  # the set holds what the list holds: the list keeps the order
+            graphs_seen.add(key)
             out["graphs"].append(graph)
     elif (m := _TOPO_PATH.match(body)):
         for dst, _hops, bw, kind in _TOPO_HOP.findall(body, m.end()):
-            if dst != m[1]:
-                out["topology"][f"{m[1]}->{dst}"] = {"type": kind, "bw_gbps": float(bw)}
+            if dst != m[1] and (gbps := _float(bw)) is not None:
+                out["topology"][f"{m[1]}->{dst}"] = {"type": kind, "bw_gbps": gbps}
 
 
 def _version_tuple(version: str | None) -> tuple[int, int] | None:
     """(major, minor) of ``2.19.3+cuda12.2``; None when absent or unreadable."""
     parts = (version or "").split("+", 1)[0].split(".")
-    if len(parts) < 2 or not (parts[0].isdecimal() and parts[1].isdecimal()):
+    if len(parts) < 2 or not all(p.isdecimal() and len(p) <= _MAX_DIGITS for p in parts[:2]):
         return None
     return int(parts[0]), int(parts[1])
 
@@ -217,7 +265,7 @@ def _read_gdr(out: dict, msg: str, who: int | None) -> bool:
     return False
 
 
-def _gdr_reasons(out: dict, reasons: dict) -> None:
+def _gdr_reasons(out: dict, reasons: _Reasons) -> None:
     """One reason per distinct GDR line, with the path types named when the log's version allows."""
     for g in out["gdr"]:
         d, lim = path_type_name(g["distance"], out["version"]), path_type_name(g["limit"], out["version"])
@@ -257,11 +305,19 @@ def parse_log(text: str) -> dict:
     """
     if not isinstance(text, str):
         raise InvalidArgument("parse_log needs the log's text (str); read the file first")
+    try:
+        return _parse(text)
+    except MemoryError:
+        raise InvalidArgument(f"not enough memory to read this NCCL log ({len(text)} characters)") from None
+
+
+def _parse(text: str) -> dict:
     out: dict = {"version": None, "cuda_driver_version": None, "nranks": None, "nnodes": None, "ranks": [],
                  "connections": [], "env": {}, "network": None, "ring_flags": None, "topology": {},
                  "graphs": [], "gdr": [], "gdr_hca": [], "warnings": [], "results": []}
     ranks: dict[int, dict] = {}
-    reasons: dict[str, dict] = {}
+    reasons = _Reasons()
+    graphs_seen: set[tuple] = set()
     for who, level, msg, host in _messages(text):
         if level == "WARN":
             out["warnings"].append(msg)
@@ -269,13 +325,13 @@ def parse_log(text: str) -> dict:
         body = msg.lstrip()
         if (m := _VIA.match(body)):
             via = body[m.end():].strip()
-            if via:
+            if via and _fits(m["ch"], m["conn"], m["src"], m["dst"]):
                 conn = {"rank": who, "channel": int(m["ch"]), "conn": None if m["conn"] is None else int(m["conn"]),
                         "src": int(m["src"]), "dst": int(m["dst"]), "direction": m["dir"], "via": via}
                 conn.update(classify_via(via))
                 out["connections"].append(conn)
                 continue
-        _read_fact(out, ranks, reasons, body, who, host)
+        _read_fact(out, ranks, reasons, body, who, host, graphs_seen)
         if _read_gdr(out, body, who):
             continue
         for pattern, meaning in _REASONS:
@@ -286,8 +342,10 @@ def parse_log(text: str) -> dict:
             _add_reason(reasons, f"{_NETWORK}{net}", _NETWORK_MEANING.format(net), who)
     for line in text.splitlines():
         if "NCCL" not in line and (m := _RESULT.match(line)):
-            out["results"].append({"op": m["op"], "size": int(m["size"]), "time_us": float(m["time"]),
-                                   "algbw_gbps": float(m["alg"]), "busbw_gbps": float(m["bus"])})
+            size, nums = _int(m["size"]), [_float(m[k]) for k in ("time", "alg", "bus")]
+            if size is not None and None not in nums:
+                out["results"].append({"op": m["op"], "size": size, "time_us": nums[0],
+                                       "algbw_gbps": nums[1], "busbw_gbps": nums[2]})
     _gdr_reasons(out, reasons)
     out["ranks"] = [ranks[r] for r in sorted(ranks)]
     if out["nranks"] is None and ranks:
@@ -387,7 +445,7 @@ def recorded_summary() -> dict:
         })
     order = {name: i for i, name in enumerate(_RECORDED_ORDER)}
     runs.sort(key=lambda r: order.get(r["name"], len(order)))
-    return {"runs": runs, "provenance": dict(_RECORDED_PROVENANCE, source="gdrlab/data/nccl")}
+    return {"runs": runs, "provenance": dict(_RECORDED_PROVENANCE, file="gdrlab/data/nccl")}
 
 
 def bus_bandwidth(size_bytes: int, time_us: float, nranks: int) -> tuple[float, float]:

@@ -64,17 +64,26 @@ def _name(node: Node) -> str:
 def _ranges(root: Node) -> dict[int, tuple[int, int, int, bool]]:
     """id(bridge or host bridge) -> (domain, secondary, subordinate, inferred)."""
     out: dict[int, tuple[int, int, int, bool]] = {}
-    for n in root.walk():
+    order = list(root.walk())  # parents before children
+    buses = {id(n): _bus(n) for n in order}
+    # the highest bus below each node, children first: one pass, not a walk of every subtree
+    highest: dict[int, int] = {}
+    for n in reversed(order):
+        top = -1
+        for c in n.children:
+            b = buses[id(c)]
+            top = max(top, highest[id(c)], b[1] if b is not None else -1)
+        highest[id(n)] = top
+    for n in order:
         if n.kind not in ("bridge", "hostbridge"):
             continue
         known = n.attrs.get("bus_range")
         if known is not None:
             out[id(n)] = (*known, False)
             continue
-        below = [b for b in (_bus(c) for c in n.walk() if c is not n) if b is not None]
-        direct = [b for b in (_bus(c) for c in n.children) if b is not None]
+        direct = [b for b in (buses[id(c)] for c in n.children) if b is not None]
         if direct:
-            out[id(n)] = (direct[0][0], min(b[1] for b in direct), max(b[1] for b in below), True)
+            out[id(n)] = (direct[0][0], min(b[1] for b in direct), highest[id(n)], True)
     return out
 
 

@@ -1,12 +1,18 @@
 """The :class:`Topology` object: devices, distance matrices, nearest NIC, NCCL's GDR rule, NUMA."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from .. import provenance
 from ..errors import InvalidArgument
-from ._tree import CODE_ORDER, Node, format_cpulist, pcie_code
+from ._tree import CODE_ORDER, Node, PairCodes, format_cpulist
 
-__all__ = ["Topology", "parse_gdr_level", "NCCL_DEFAULT_GDR_LEVEL"]
+__all__ = ["Topology", "parse_gdr_level", "NCCL_DEFAULT_GDR_LEVEL", "MAX_DEVICES"]
+
+# The most GPUs and NICs a reader takes (nvidia-smi matrices and hwloc exports alike): every
+# matrix is n x n, and the largest real machines have a few dozen.
+MAX_DEVICES = 512
 
 # NCCL's path types in order (src/graph/topo.h); a level admits every path type up to it.
 _NCCL_PATHS = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "PXN", "P2C", "PHB", "SYS")
@@ -67,16 +73,23 @@ class Topology:
         self.root = root
         self._nodes = {d["name"]: n for d, n in devices}
         self.devices = [d for d, _ in devices]
+        self._by_name: dict[str, dict] = {}
+        for d in self.devices:
+            self._by_name.setdefault(d["name"], d)  # the first of a name, as a scan would find
+        self._codes = PairCodes()  # each device's ancestors, read once (the tree is not edited)
         self.source = source
         self.provenance = provenance
         self.nvlinks = dict(nvlinks or {})
         self.nvlink_note = nvlink_note
         self.cpus_by_numa = dict(cpus_by_numa or {})
         self.pci_problems = list(pci_problems or [])
+        cpulists: dict[int, str] = {}  # once per NUMA node, however many devices share it
         for d in self.devices:
             node = d.get("numa_node")
             if d.get("cpus") is None and node is not None and node in self.cpus_by_numa:
-                d["cpus"] = format_cpulist(self.cpus_by_numa[node])
+                if node not in cpulists:
+                    cpulists[node] = format_cpulist(self.cpus_by_numa[node])
+                d["cpus"] = cpulists[node]
 
     # ------------------------------------------------------------------ lookups
     @property
@@ -88,9 +101,9 @@ class Topology:
         return [d["name"] for d in self.devices if d["kind"] == "nic"]
 
     def device(self, name: str) -> dict:
-        for d in self.devices:
-            if d["name"] == name:
-                return d
+        d = self._by_name.get(name)
+        if d is not None:
+            return d
         known = ", ".join(d["name"] for d in self.devices) or "none"
         raise InvalidArgument(f"no device named {name!r} in this topology (devices: {known})")
 
@@ -101,7 +114,7 @@ class Topology:
     # ------------------------------------------------------------------ matrices
     def pcie_code(self, a: str, b: str) -> tuple[str, str]:
         """The PCIe-only code between two devices and why."""
-        return pcie_code(self.node(a), self.node(b))
+        return self._codes.code(self.node(a), self.node(b))
 
     def nvlink_count(self, a: str, b: str) -> int:
         return self.nvlinks.get((a, b)) or self.nvlinks.get((b, a)) or 0
@@ -109,25 +122,36 @@ class Topology:
     def pcie_matrix(self) -> dict[str, dict[str, str]]:
         """PCIe-only codes (X, PIX, PXB, PHB, NODE, SYS) for every pair of devices."""
         names = [d["name"] for d in self.devices]
-        return {a: {b: self.pcie_code(a, b)[0] for b in names} for a in names}
+        nodes = [self.node(a) for a in names]
+        code = self._codes.code
+        return {a: {b: code(na, nb, False)[0] for b, nb in zip(names, nodes)} for a, na in zip(names, nodes)}
 
     def matrix(self) -> dict[str, dict[str, str]]:
         """Codes as ``nvidia-smi topo -m`` shows them: NV# where NVLink joins two GPUs."""
-        out = self.pcie_matrix()
-        for a in out:
-            for b in out[a]:
-                n = self.nvlink_count(a, b) if a != b else 0
-                if n:
-                    out[a][b] = f"NV{n}"
+        return self._with_nvlinks(self.pcie_matrix())
+
+    def _with_nvlinks(self, pcie: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        """A copy of ``pcie`` with NV# where NVLink joins two GPUs."""
+        out = {a: dict(row) for a, row in pcie.items()}
+        for (a, b), n in self.nvlinks.items():
+            for x, y in ((a, b), (b, a)):
+                if n and x != y and x in out and y in out[x]:
+                    out[x][y] = f"NV{self.nvlink_count(x, y)}"
         return out
 
     # ------------------------------------------------------------------ NIC choice
     def nearest_nic(self, gpu_name: str) -> str | None:
         """The NIC with the closest PCIe code to this GPU (ties: the lower name); None if no NIC."""
-        self.device(gpu_name)
+        return self._nearest_nic(gpu_name, sorted(self.nics, key=_natural_key))
+
+    def _nearest_nic(self, gpu_name: str, nics: list[str],
+                     pcie: dict[str, dict[str, str]] | None = None) -> str | None:
+        """:meth:`nearest_nic` over ``nics`` (already in natural order), codes from ``pcie`` if given."""
+        gpu = self.node(gpu_name)
         best = None
-        for nic in sorted(self.nics, key=_natural_key):
-            rank = CODE_ORDER.index(self.pcie_code(gpu_name, nic)[0])
+        for nic in nics:
+            code = pcie[gpu_name][nic] if pcie is not None else self._codes.code(gpu, self.node(nic), False)[0]
+            rank = CODE_ORDER.index(code)
             if best is None or rank < best[0]:
                 best = (rank, nic)
         return best[1] if best else None
@@ -172,19 +196,23 @@ class Topology:
 
     # ------------------------------------------------------------------ export
     def to_json(self, level: Any = None) -> dict:
+        gpus, nics = self.gpus, self.nics
+        pcie = self.pcie_matrix()  # built once: the matrix, nearest NICs and GDR all read it
+        by_name = sorted(nics, key=_natural_key)
         gdr: dict[str, dict[str, dict]] = {}
-        for g in self.gpus:
-            gdr[g] = {n: self.gdr_decision(g, n, level) for n in self.nics}
+        for g in gpus:
+            gdr[g] = {n: self.gdr_decision(g, n, level) for n in nics}
         return {
             "source": self.source,
-            "provenance": {"kind": self.provenance, "hardware": self.source},
+            "provenance": (provenance.live({"hardware": self.source}) if self.provenance == "live"
+                           else provenance.recorded(self.source)),
             "devices": [dict(d) for d in self.devices],
-            "matrix": self.matrix(),
-            "pcie": self.pcie_matrix(),
+            "matrix": self._with_nvlinks(pcie),
+            "pcie": pcie,
             "nvlink_note": self.nvlink_note,
-            "nearest_nic": {g: self.nearest_nic(g) for g in self.gpus},
+            "nearest_nic": {g: self._nearest_nic(g, by_name, pcie) for g in gpus},
             "gdr": gdr,
-            "numa": {g: self.numa_binding(g) for g in self.gpus},
+            "numa": {g: self.numa_binding(g) for g in gpus},
             "pci_problems": [dict(p) for p in self.pci_problems],
             "warnings": [f"{p['where']}: {p['message']}" for p in self.pci_problems],
         }
@@ -193,6 +221,13 @@ class Topology:
         return f"<Topology {len(self.gpus)} GPUs, {len(self.nics)} NICs from {self.source}>"
 
 
-def _natural_key(name: str) -> list[int | str]:
-    import re
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+def _natural_key(name: str) -> list[tuple[int, str] | str]:
+    """``mlx5_10`` after ``mlx5_9``: a run of digits compares as its number does (by length without
+    leading zeros, then digit by digit), with no int() of a run that may be thousands of digits."""
+    parts: list[tuple[int, str] | str] = []
+    for i, t in enumerate(_DIGITS.split(name)):
+        parts.append((len(t.lstrip("0")), t.lstrip("0")) if i % 2 else t)
+    return parts
+
+
+_DIGITS = re.compile(r"(\d+)")

@@ -13,16 +13,16 @@ import xml.etree.ElementTree as ET
 from typing import overload
 from pathlib import Path
 
-import numpy as np
 from defusedxml import DefusedXmlException, DTDForbidden, EntitiesForbidden, ExternalReferenceForbidden
 from defusedxml.ElementTree import fromstring as _safe_fromstring
 
 from ..errors import InvalidArgument
 from ._check import PciTreeWarning, check_pci_tree, format_problems
-from ._topo import Topology
-from ._tree import Node, assign_bridge_roles
+from ._topo import MAX_DEVICES, Topology
+from ._tree import (MAX_BITMAP_WORDS, MAX_LISTED, BitmapTooWide, Node, assign_bridge_roles, bitmap_bits,
+                    bitmap_value, parse_bitmap)
 
-__all__ = ["from_hwloc", "parse_bitmap", "recorded_machines"]
+__all__ = ["MAX_BITMAP_WORDS", "bitmap_value", "from_hwloc", "parse_bitmap", "recorded_machines"]
 
 _DATA = Path(__file__).resolve().parent.parent / "data" / "hwloc"
 # hwloc 3 stores osdev_type as a bit mask; hwloc 1.x/2.x as an enum.
@@ -31,11 +31,17 @@ _OSDEV2_GPU, _OSDEV2_OPENFABRICS = 1, 3
 _PCI_TYPE = re.compile(r"([0-9a-fA-F]{4}) +\[([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\]")
 _BUSID = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 _BRIDGE_PCI = re.compile(r"([0-9a-fA-F]{4,8}):\[([0-9a-fA-F]{2})-([0-9a-fA-F]{2})\]")
-_HEX_WORD = re.compile(r"(?:0[xX])?[0-9a-fA-F]{1,8}")
 # The deepest real export nests about a dozen objects; a PCIe hierarchy cannot be deeper than
 # its 256 bus numbers. Deeper input is not an hwloc export, and the drawing code recurses.
 MAX_DEPTH = 300
 MAX_BYTES = 64 * 1024 * 1024  # the largest real exports (thousands of PUs) are a few MB
+# Bitmaps (cpuset, nodeset) are refused beyond MAX_BITMAP_WORDS words, from their length, and kept
+# as ints (a bit per PU); NUMA nodes' CPUs, NUMA sets and packages' CPUs (to place hwloc 1.x host
+# bridges) are listed, MAX_LISTED entries in all (see _tree.py).
+# The NVLinkBandwidth matrix joins GPUs, NVSwitches and CPUs: n objects, n * n values.
+MAX_NVLINK_OBJECTS = 2 * MAX_DEVICES
+_MAX_U64_DIGITS = 20
+_TOKEN = re.compile(r"\S+")
 
 
 def recorded_machines() -> dict[str, Path]:
@@ -48,29 +54,6 @@ def recorded_machines() -> dict[str, Path]:
     :func:`check_pci_tree` and loading it warns.
     """
     return {p.stem: p for p in sorted(_DATA.glob("*.xml"))}
-
-
-def parse_bitmap(text: str | None) -> list[int]:
-    """An hwloc bitmap (``"0x00000303,0x03030000,,0x03030303"``) to the sorted list of set bits.
-
-    Words are 32-bit hexadecimal, most significant first; an empty word is zero; a leading
-    ``0xf...f`` (hwloc's "all higher bits set") is read as zero. Linear in the text's length.
-    Raises ValueError for anything else.
-    """
-    if not text:
-        return []
-    words = text.strip().split(",")
-    values = np.zeros(len(words), dtype="<u4")
-    for i, w in enumerate(reversed(words)):  # least significant word first
-        w = w.strip()
-        if not w or (i == len(words) - 1 and w.lower().startswith("0xf...f")):
-            continue
-        if not _HEX_WORD.fullmatch(w):
-            shown = w if len(w) <= 20 else w[:20] + "..."
-            raise ValueError(f"{shown!r} is not a 32-bit hexadecimal word")
-        values[i] = int(w, 16)
-    bits = np.unpackbits(values.view(np.uint8), bitorder="little")
-    return np.flatnonzero(bits).tolist()
 
 
 def _shown(value: str, limit: int = 40) -> str:
@@ -128,15 +111,14 @@ def _check_depth(root: ET.Element, name: str) -> None:
         stack.extend((c, depth + 1) for c in el)
 
 
-def _load(path_or_text: str | bytes | os.PathLike[str]) -> tuple[ET.Element, str, str]:
-    """Parse; return (root element, name for messages, machine name)."""
-    data, name, machine = _resolve(path_or_text)
+def _load(data: bytes | str, name: str) -> ET.Element:
+    """Parse; return the root element."""
     root = _parse(data, name)
     if root.tag != "topology":
         raise InvalidArgument(f"{name} is not an hwloc XML export: root element is <{root.tag[:40]}>, "
                               "expected <topology>")
     _check_depth(root, name)
-    return root, name, machine
+    return root
 
 
 def _info(el: ET.Element, key: str) -> str | None:
@@ -153,13 +135,19 @@ class _Builder:
     def __init__(self, major: int, name: str) -> None:
         self.major = major
         self.name = name
-        self.gpu_osdevs: list[tuple[ET.Element, Node]] = []
         self.nic_osdevs: list[tuple[ET.Element, Node]] = []
+        self.gpu_parent: dict[int, Node] = {}  # id(GPU OS device element) -> its PCI device
+        self.osdevs_of: dict[int, list[ET.Element]] = {}  # id(PCI device node) -> its GPU OS devices
+        self.gpus = 0
         self.el_by_ref: dict[str, ET.Element] = {}
         self.node_by_el: dict[int, Node] = {}
         self.packages = 0
-        self.package_cpus: dict[int, frozenset[int]] = {}
+        # Bitmaps are kept as ints (bit i: PU or NUMA node i); only what a Topology lists is
+        # expanded: NUMA nodes' CPUs, the NUMA sets of nodes, packages' CPUs: MAX_LISTED in all.
+        self.package_cpus: dict[int, int] = {}
         self.cpus_by_numa: dict[int, list[int]] = {}
+        self.numa_sets: dict[int, frozenset[int]] = {0: frozenset()}
+        self.listed = 0
 
     # ------------------------------------------------------------------ checked attributes
     def bad(self, el: ET.Element, key: str, why: str) -> InvalidArgument:
@@ -167,11 +155,35 @@ class _Builder:
         what = what if len(what) < 80 else what[:80] + "..."
         return InvalidArgument(f"{self.name}: attribute {key}={_shown(el.get(key) or '')} of {what} {why}")
 
-    def bitmap(self, el: ET.Element, key: str) -> list[int]:
+    def bitmap(self, el: ET.Element, key: str) -> int:
         try:
-            return parse_bitmap(el.get(key))
+            return bitmap_value(el.get(key))
+        except BitmapTooWide as exc:
+            raise self.bad(el, key, f"is refused: {exc}") from None
         except ValueError as exc:
             raise self.bad(el, key, f"is not an hwloc bitmap: {exc}") from None
+
+    def listed_bits(self, value: int, what: str) -> list[int]:
+        """The set bits of ``value``, counted against MAX_LISTED for the whole file first."""
+        self.listed += value.bit_count()
+        if self.listed > MAX_LISTED:
+            raise InvalidArgument(f"{self.name}: its {what} list more than {MAX_LISTED} CPUs and NUMA nodes "
+                                  "in all (the largest real export has 8,192 PUs): not an hwloc export")
+        return bitmap_bits(value)
+
+    def numa_set(self, value: int) -> frozenset[int]:
+        """One frozenset per distinct nodeset, however many objects share it."""
+        got = self.numa_sets.get(value)
+        if got is None:
+            got = self.numa_sets[value] = frozenset(self.listed_bits(value, "nodesets"))
+        return got
+
+    def count_device(self, el: ET.Element, what: str) -> None:
+        """Refuse the file at its MAX_DEVICES + 1st GPU or RDMA NIC, before the rest is read."""
+        if self.gpus + len(self.nic_osdevs) > MAX_DEVICES:
+            raise InvalidArgument(f"{self.name}: more than {MAX_DEVICES} GPUs and RDMA NICs (the "
+                                  f"{MAX_DEVICES + 1}th is {what} {_shown(el.get('pci_busid') or el.get('name') or '')}); "
+                                  f"at most {MAX_DEVICES} are read, as for nvidia-smi matrices")
 
     @overload
     def integer(self, el: ET.Element, key: str, default: int) -> int: ...
@@ -203,8 +215,7 @@ class _Builder:
     def build(self, top: ET.Element) -> Node:
         """Walk the objects depth first with an explicit stack (no recursion limit)."""
         root: Node | None = None
-        stack: list[tuple[ET.Element, Node | None, frozenset, int | None, frozenset]] = [
-            (top, None, frozenset(), None, frozenset())]
+        stack: list[tuple[ET.Element, Node | None, int, int | None, int]] = [(top, None, 0, None, 0)]
         while stack:
             el, parent, numa, socket, cpus = stack.pop()
             node, numa, socket, cpus = self.one(el, parent, numa, socket, cpus)
@@ -217,54 +228,81 @@ class _Builder:
         assert root is not None
         return root
 
-    def one(self, el: ET.Element, parent: Node | None, numa: frozenset, socket: int | None,
-            cpus: frozenset) -> tuple[Node | None, frozenset, int | None, frozenset]:
-        """One object: its Node (or None) and the locality its children inherit."""
+    def one(self, el: ET.Element, parent: Node | None, numa: int, socket: int | None,
+            cpus: int) -> tuple[Node | None, int, int | None, int]:
+        """One object: its Node (or None) and the locality its children inherit (nodeset and
+        cpuset as ints)."""
         typ = el.get("type", "")
         for key in (f"{typ}:{el.get('gp_index')}", el.get("id")):
             if key:
                 self.el_by_ref[key] = el
         if el.get("nodeset"):
-            numa = frozenset(self.bitmap(el, "nodeset"))
+            numa = self.bitmap(el, "nodeset")
         if el.get("cpuset"):
-            cpus = frozenset(self.bitmap(el, "cpuset"))
+            cpus = self.bitmap(el, "cpuset")
         if typ in ("Package", "Socket"):
             self.packages += 1
             socket = self.integer(el, "os_index", self.packages - 1)
             self.package_cpus[socket] = cpus
         if typ == "NUMANode" and (numa_index := self.integer(el, "os_index")) is not None:
-            self.cpus_by_numa[numa_index] = sorted(cpus)
+            self.cpus_by_numa[numa_index] = self.listed_bits(cpus, "NUMA nodes' cpusets")
         node: Node | None = None
         if typ == "Machine" or parent is None:
             node = Node("machine", _info(el, "DMIProductName") or _info(el, "PlatformModel") or "Machine",
-                        numa_nodes=numa or frozenset())
+                        numa_nodes=self.numa_set(numa))
         elif typ in ("Package", "Socket"):
-            node = parent.add(Node("package", f"Package {socket}", numa_nodes=numa, socket=socket))
+            node = parent.add(Node("package", f"Package {socket}", numa_nodes=self.numa_set(numa), socket=socket))
         elif typ == "Bridge" and (el.get("bridge_type") or "").startswith("0-"):
             node = parent.add(Node("hostbridge", f"HostBridge {el.get('bridge_pci', '')[:40]}".strip(),
-                                   numa_nodes=numa, socket=socket))
-            node.attrs["cpuset"] = cpus
+                                   numa_nodes=self.numa_set(numa), socket=socket))
+            node.attrs["cpuset"] = cpus  # an int, bit i for PU i
             node.attrs["bus_range"] = self.bus_range(el)
         elif typ in ("Bridge", "PCIDev"):
             node = parent.add(self._pci(el, "bridge" if typ == "Bridge" else "device", socket))
+            if node.kind == "device" and node.vendor_id == 0x10DE and node.class_id in (0x0300, 0x0302):
+                self.gpus += 1
+                self.count_device(el, "GPU")
         elif typ == "OSDev" and parent.kind == "device":
             if self.osdev_is(el, "gpu"):
-                self.gpu_osdevs.append((el, parent))
+                self.gpu_parent[id(el)] = parent
+                self.osdevs_of.setdefault(id(parent), []).append(el)
             elif self.osdev_is(el, "openfabrics"):
                 self.nic_osdevs.append((el, parent))
+                self.count_device(el, "RDMA NIC")
         if node is not None:
             self.node_by_el[id(el)] = node
         return node, numa, socket, cpus
 
     def fill_sockets(self, root: Node) -> None:
         """hwloc 1.x hangs I/O below the NUMA node, beside the socket: find the socket whose
-        CPUs cover the host bridge's locality."""
-        for hb in (n for n in root.walk() if n.kind == "hostbridge" and n.socket is None):
-            cs = hb.attrs.get("cpuset") or frozenset()
-            owners = [s for s, cpus in self.package_cpus.items() if cs and cs <= cpus]
-            if len(owners) == 1:
+        CPUs cover the host bridge's locality (the one package whose cpuset holds the host
+        bridge's). A package that holds them holds the lowest of them, so only the packages of
+        that CPU are tried: one per host bridge, as packages never share a CPU in an export."""
+        hbs = [n for n in root.walk() if n.kind == "hostbridge" and n.socket is None]
+        if not hbs or not self.package_cpus:
+            return
+        by_cpu: dict[int, list[int]] = {}  # CPU -> the packages whose cpuset holds it
+        for sock, cpus in self.package_cpus.items():
+            for cpu in self.listed_bits(cpus, "packages' cpusets"):
+                by_cpu.setdefault(cpu, []).append(sock)
+        shared = any(len(v) > 1 for v in by_cpu.values())
+        if shared and len(hbs) * len(self.package_cpus) > 1 << 20:
+            raise InvalidArgument(f"{self.name}: {len(self.package_cpus)} packages share CPUs, below which "
+                                  f"{len(hbs)} host bridges would each be matched against every package: "
+                                  "not an hwloc export (its packages never share a CPU)")
+        owner_of: dict[int, int | None] = {}
+        for hb in hbs:
+            cs = hb.attrs.get("cpuset") or 0
+            if not cs:
+                continue
+            if cs not in owner_of:
+                lowest = (cs & -cs).bit_length() - 1
+                owners = [sock for sock in by_cpu.get(lowest, ()) if cs & ~self.package_cpus[sock] == 0]
+                owner_of[cs] = owners[0] if len(owners) == 1 else None
+            owner = owner_of[cs]
+            if owner is not None:
                 for n in hb.walk():
-                    n.socket = owners[0]
+                    n.socket = owner
 
     def bus_range(self, el: ET.Element) -> tuple[int, int, int] | None:
         """``bridge_pci="0000:[84-84]"``: (domain, secondary bus, subordinate bus)."""
@@ -308,23 +346,28 @@ def _nvlink_matrix(root: ET.Element, b: _Builder, gpu_names: dict[int, str],
             break
     if mat is None:
         return {}, "no NVLink information in this XML (PCIe codes only)"
-    refs = " ".join(e.text or "" for e in mat.findall("indexes")).split()
-    try:
-        vals = [int(v) for v in " ".join(e.text or "" for e in mat.findall("u64values")).split()]
-    except ValueError:
-        raise InvalidArgument(f"{b.name}: the NVLinkBandwidth <u64values> hold something that is not an "
-                              "integer; the XML is damaged") from None
+    refs = _tokens(" ".join(e.text or "" for e in mat.findall("indexes")), MAX_NVLINK_OBJECTS)
     n = len(refs)
-    if len(vals) != n * n:
-        raise InvalidArgument(f"{b.name}: the NVLinkBandwidth matrix has {len(vals)} values for {n} objects; "
+    if n > MAX_NVLINK_OBJECTS:
+        raise InvalidArgument(f"{b.name}: the NVLinkBandwidth matrix joins more than {MAX_NVLINK_OBJECTS} "
+                              "objects; at most that many are read (a real one joins GPUs and NVSwitches)")
+    words = _tokens(" ".join(e.text or "" for e in mat.findall("u64values")), n * n)
+    # Counted and bounded before int(): a 5,000-digit value is damage, not Python's digit limit.
+    if not all(w.isascii() and w.isdigit() and len(w) <= _MAX_U64_DIGITS for w in words):
+        raise InvalidArgument(f"{b.name}: the NVLinkBandwidth <u64values> hold something that is not a "
+                              "64-bit integer; the XML is damaged")
+    if len(words) != n * n:
+        shown = f"more than {n * n}" if len(words) > n * n else str(len(words))
+        raise InvalidArgument(f"{b.name}: the NVLinkBandwidth matrix has {shown} values for {n} objects; "
                               "the XML is damaged")
+    vals = [int(w) for w in words]
     ends: list[tuple[str, str]] = []  # (kind, name)
     for r in refs:
         el = b.el_by_ref.get(r)
         node = None
         if el is not None and el.get("type") == "OSDev":
             # the GPU OS device: its PCI parent is the GPU
-            node = next((p for e, p in b.gpu_osdevs if e is el), None)
+            node = b.gpu_parent.get(id(el))
             ends.append(("gpu", gpu_names.get(id(node), "")) if node is not None else ("other", r))
         elif el is not None and el.get("type") == "PCIDev":
             node = b.node_by_el.get(id(el))
@@ -365,6 +408,17 @@ def _nvlink_matrix(root: ET.Element, b: _Builder, gpu_names: dict[int, str],
     return links, note
 
 
+def _tokens(text: str, most: int) -> list[str]:
+    """The whitespace-separated words of ``text``, at most ``most + 1`` of them (one more says
+    that there were too many): a hostile list is never split whole."""
+    out = []
+    for m in _TOKEN.finditer(text):
+        out.append(m[0])
+        if len(out) > most:
+            break
+    return out
+
+
 def from_hwloc(path_or_text: str | bytes | os.PathLike[str]) -> Topology:
     """Read an hwloc XML export into a :class:`Topology`.
 
@@ -377,13 +431,27 @@ def from_hwloc(path_or_text: str | bytes | os.PathLike[str]) -> Topology:
     GPUs are the NVIDIA display/3D controllers (vendor 10de, class 0300/0302), named GPU0,
     GPU1, ... in PCI bus order as nvidia-smi numbers them; NICs are the RDMA (OpenFabrics)
     devices, named as the kernel names them (mlx5_0, ...).
+
+    Bounded in memory and time: bitmaps beyond :data:`MAX_BITMAP_WORDS` words, more than
+    :data:`~gdrlab.topology._topo.MAX_DEVICES` GPUs and NICs or an NVLink matrix of more than
+    :data:`MAX_NVLINK_OBJECTS` objects are refused with one line, and so is running out of memory.
     """
-    root_el, name, machine_name = _load(path_or_text)
-    version = root_el.get("version") or "1.0"
+    data, name, machine_name = _resolve(path_or_text)
     try:
-        major = int(version.split(".")[0])
-    except ValueError:
-        major = 1
+        topo = _read(data, name, machine_name)
+    except MemoryError:
+        raise InvalidArgument(f"{name}: not enough memory to read these {len(data)} bytes of hwloc XML; "
+                              "a real export takes a few MB (`lstopo --of xml FILE`)") from None
+    if topo.pci_problems:
+        warnings.warn(PciTreeWarning(f"{name}: {format_problems(topo.pci_problems)}"), stacklevel=2)
+    return topo
+
+
+def _read(data: bytes | str, name: str, machine_name: str) -> Topology:
+    root_el = _load(data, name)
+    version = root_el.get("version") or "1.0"
+    head = version.split(".")[0].strip()
+    major = int(head) if head.isascii() and head.isdigit() and len(head) < 4 else 1
     top = root_el.find("object")
     if top is None:
         raise InvalidArgument(f"{name} has no objects: not an hwloc topology")
@@ -401,7 +469,7 @@ def from_hwloc(path_or_text: str | bytes | os.PathLike[str]) -> Topology:
     gpu_names: dict[int, str] = {}
     gpu_models: dict[str, str] = {}
     for i, g in enumerate(gpus):
-        osdevs = [e for e, p in b.gpu_osdevs if p is g]
+        osdevs = b.osdevs_of.get(id(g), [])
         model = next((_info(e, "GPUModel") for e in osdevs if _info(e, "GPUModel")), None) or g.label
         gname = f"GPU{i}"
         gpu_names[id(g)] = gname
@@ -412,8 +480,6 @@ def from_hwloc(path_or_text: str | bytes | os.PathLike[str]) -> Topology:
     links, note = _nvlink_matrix(root_el, b, gpu_names, gpu_models)
     machine = root.label if root.label != "Machine" else machine_name
     problems = check_pci_tree(root)
-    if problems:
-        warnings.warn(PciTreeWarning(f"{name}: {format_problems(problems)}"), stacklevel=2)
     return Topology(root, devices, source=f"recorded hwloc XML of machine {machine_name} ({machine})",
                     provenance="recorded", nvlinks=links, cpus_by_numa=b.cpus_by_numa,
                     nvlink_note=note, pci_problems=problems)

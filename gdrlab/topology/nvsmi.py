@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from ..errors import InvalidArgument
+from ._topo import MAX_DEVICES
 from ._tree import CODE_ORDER
 
 __all__ = ["TopoMatrix", "parse_topo_matrix", "recorded_matrices", "MAX_MATRIX_CHARS"]
 
 _DATA = Path(__file__).resolve().parent.parent / "data" / "topo-matrix"
 MAX_MATRIX_CHARS = 1 << 20          # a 64-GPU, 64-NIC matrix is about 40 kB
-_MAX_DEVICES = 512
 # nvidia-smi's codes; SOC is the name drivers before 2017 printed for SYS.
 _CODES = frozenset(CODE_ORDER) | {"SOC"}
 _NV = re.compile(r"NV[0-9]{1,3}")            # applied with fullmatch to one short token
@@ -68,13 +69,17 @@ class TopoMatrix:
         """The code between ``a`` and ``b`` from ``a``'s row, else from ``b``'s; None when neither
         row is in the text. Unknown names raise InvalidArgument."""
         for name in (a, b):
-            if name not in self.columns:
+            if name not in self._column_set:
                 raise InvalidArgument(f"no device {name!r} in this matrix (devices: {', '.join(self.columns)})")
         if a in self.codes:
             return self.codes[a][b]
         if b in self.codes:
             return self.codes[b][a]
         return None
+
+    @cached_property
+    def _column_set(self) -> frozenset[str]:
+        return frozenset(self.columns)
 
     def nic_device(self, column: str) -> str:
         """The RDMA device name of a NIC column (``NIC0`` -> ``mlx5_0`` through the NIC legend);
@@ -110,8 +115,8 @@ def _header(tokens: list[str], rest: str, lineno: int) -> tuple[tuple[str, ...],
         if _DEVICE_NAME.fullmatch(tok) is None:
             raise InvalidArgument(f"line {lineno}: {tok[:40]!r} is not a device name of an nvidia-smi matrix header")
         names.append(tok)
-    if len(names) > _MAX_DEVICES:
-        raise InvalidArgument(f"line {lineno}: {len(names)} devices in the header; at most {_MAX_DEVICES} are read")
+    if len(names) > MAX_DEVICES:
+        raise InvalidArgument(f"line {lineno}: {len(names)} devices in the header; at most {MAX_DEVICES} are read")
     if len(set(names)) != len(names):
         raise InvalidArgument(f"line {lineno}: a device name appears twice in the header")
     extras = [label for label in _EXTRA if label in rest]
@@ -133,6 +138,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
     if len(text) > MAX_MATRIX_CHARS:
         raise InvalidArgument(f"{len(text)} characters is not an nvidia-smi matrix (at most {MAX_MATRIX_CHARS} are read)")
     columns: tuple[str, ...] = ()
+    known: frozenset[str] = frozenset()  # the columns, for a lookup per line that does not scan them
     extras: list[str] = []
     codes: dict[str, dict[str, str]] = {}
     cpu: dict[str, str] = {}
@@ -153,9 +159,10 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
         if not columns:
             if first == "GPU0":
                 columns, extras = _header(tokens, line, lineno)
+                known = frozenset(columns)
                 section = ""
             continue
-        if first in columns and section == "":
+        if first in known and section == "":
             if first in codes:
                 raise InvalidArgument(f"line {lineno}: a second row for {first}")
             n = len(columns)
@@ -185,7 +192,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
                 legend[key.strip()] = meaning.strip()
         elif section == "NIC Legend:" and ":" in line:
             key, _, dev = line.partition(":")
-            if key.strip() in columns:
+            if key.strip() in known:
                 nic_legend[key.strip()] = dev.strip()
     if not columns:
         raise InvalidArgument("no nvidia-smi topo -m header (a line starting with GPU0) in this text")

@@ -11,10 +11,11 @@ import socket as _socket
 import warnings
 from pathlib import Path
 
+from ..errors import InvalidArgument
 from ..hw.sysfs import check_root, numa_cpus, pci_devices, rdma_devices, read_text
 from ._check import PciTreeWarning, check_pci_tree, format_problems
 from ._topo import Topology
-from ._tree import Node, assign_bridge_roles, parse_cpulist
+from ._tree import MAX_LISTED, Node, assign_bridge_roles, parse_cpulist
 
 __all__ = ["from_sysfs"]
 
@@ -39,9 +40,34 @@ def from_sysfs(root: str | os.PathLike[str] = "/", nvlinks: dict | None = None) 
         counts come from NVML when it is present; for a recorded tree there are none.
     """
     r = check_root(root)
+    try:
+        topo = _read(r, nvlinks)
+    except MemoryError:
+        raise InvalidArgument(f"sysfs root {r}: not enough memory to read its PCI tree") from None
+    if topo.pci_problems:
+        warnings.warn(PciTreeWarning(f"{r}: {format_problems(topo.pci_problems)}"), stacklevel=2)
+    return topo
+
+
+def _node_cpus(r: Path) -> dict[int, list[int]]:
+    """NUMA node -> its CPUs; MAX_LISTED CPUs in all, checked before a range is expanded."""
+    out: dict[int, list[int]] = {}
+    left = MAX_LISTED
+    for n, text in numa_cpus(r).items():
+        try:
+            out[n] = parse_cpulist(text, limit=left)
+        except ValueError as exc:
+            shown = text if len(text) <= 40 else text[:40] + "..."
+            raise InvalidArgument(f"{r / f'sys/devices/system/node/node{n}/cpulist'}: {shown!r} is not a CPU list "
+                                  f"({exc}; in all NUMA nodes at most {MAX_LISTED} CPUs are read)") from None
+        left -= len(out[n])
+    return out
+
+
+def _read(r: Path, nvlinks: dict | None) -> Topology:
     live = str(r.resolve()) == "/"
     devs = pci_devices(r)
-    node_cpus = {n: parse_cpulist(c) for n, c in numa_cpus(r).items()}
+    node_cpus = _node_cpus(r)
     single_numa = next(iter(node_cpus)) if len(node_cpus) == 1 else None
     if not node_cpus and live:
         single_numa = None
@@ -64,8 +90,6 @@ def from_sysfs(root: str | os.PathLike[str] = "/", nvlinks: dict | None = None) 
     source = (f"live sysfs of host {machine.label}" if live
               else f"recorded sysfs tree {r.name} ({r})")
     problems = check_pci_tree(machine)
-    if problems:
-        warnings.warn(PciTreeWarning(f"{r}: {format_problems(problems)}"), stacklevel=2)
     return Topology(machine, devices, source=source, provenance="live" if live else "recorded",
                     nvlinks=links, cpus_by_numa=node_cpus, nvlink_note=note, pci_problems=problems)
 
@@ -122,19 +146,25 @@ def _place_host_bridges(r: Path, machine: Node, hostbridges: dict[str, Node], no
             hb.socket = _socket_of_cpu(r, cpus[0]) if cpus else None
     # Hang host bridges below their socket so the drawing shows sockets as hwloc does.
     packages: dict[int, Node] = {}
+    moved: set[int] = set()
+    numa_of: dict[int, set[int]] = {}
     for hb in list(hostbridges.values()):
         if hb.socket is None:
             continue
         pkg = packages.get(hb.socket)
         if pkg is None:
             pkg = packages[hb.socket] = machine.add(Node("package", f"Package {hb.socket}", socket=hb.socket))
-        machine.children.remove(hb)
+        moved.add(id(hb))
         pkg.add(hb)
-        pkg.numa_nodes = pkg.numa_nodes | hb.numa_nodes
-    for n in machine.walk():
-        if n.kind in ("bridge", "device"):
-            bridge = n.host_bridge()
-            n.socket = bridge.socket if bridge else None
+        numa_of.setdefault(hb.socket, set()).update(hb.numa_nodes)
+    for sock, nodes in numa_of.items():
+        packages[sock].numa_nodes = frozenset(nodes)
+    # one pass, not a list.remove per host bridge
+    machine.children = [c for c in machine.children if id(c) not in moved]
+    for hb in hostbridges.values():  # every bridge and device is below exactly one host bridge
+        for n in hb.walk():
+            if n.kind in ("bridge", "device"):
+                n.socket = hb.socket
     assign_bridge_roles(machine)
 
 
