@@ -32,7 +32,7 @@ __all__ = [
 _C = TypeVar("_C")
 _O = TypeVar("_O", bound="_Owner")
 
-ACCESS_DEFAULT = 1 | 2 | 4  # IBV_ACCESS_LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ
+ACCESS_DEFAULT = 1 | 2  # IBV_ACCESS_LOCAL_WRITE | REMOTE_WRITE: the engine's default; RDMA READ is never needed
 
 
 def _v() -> Any:
@@ -239,6 +239,8 @@ class ProtectionDomain(_Owner):
             # only with nvidia_peermem loaded, and fails with EFAULT (VerbsError) otherwise.
             n = _v().MemoryRegion.register_device(self._n, address, size, memory.device, access, "raw")
         else:
+            if not isinstance(memory, Buffer):
+                _check_fork_safe(address, size)
             n = _v().MemoryRegion.register_host(self._n, address, size, access)
         return self._adopt(MemoryRegion(self, n, keep))
 
@@ -265,7 +267,9 @@ class ProtectionDomain(_Owner):
 
 class MemoryRegion:
     """A registered memory region: ``lkey``/``rkey`` name it to the HCA; ``mechanism`` is
-    ``"host"``, ``"dmabuf"`` or ``"peermem"``; ``reg_us`` is how long registration took."""
+    ``"host"``, ``"dmabuf"`` or ``"peermem"``; ``reg_us`` is how long registration took (for dma-buf
+    the export, ``export_us``, and the import together, as peer memory's ``ibv_reg_mr`` includes
+    its page lookup)."""
 
     def __init__(self, pd: ProtectionDomain, native_mr: Any, keepalive: Any = None) -> None:
         self.pd = pd
@@ -278,7 +282,8 @@ class MemoryRegion:
     length = property(lambda self: self._n.length)
     mechanism = property(lambda self: self._n.mechanism)
     fallback_reason = property(lambda self: self._n.fallback_reason)
-    reg_us = property(lambda self: self._n.reg_seconds * 1e6)
+    reg_us = property(lambda self: self._n.reg_seconds * 1e6)  # dma-buf: export + import
+    export_us = property(lambda self: self._n.export_seconds * 1e6)  # dma-buf's export alone (0 otherwise)
     dereg_us = property(lambda self: self._n.dereg_seconds * 1e6)
     closed = property(lambda self: self._n.closed)
 
@@ -297,6 +302,21 @@ class MemoryRegion:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"lkey=0x{self.lkey:x} rkey=0x{self.rkey:x}"
         return f"<MemoryRegion {self.length} bytes via {self.mechanism} {state}>"
+
+
+def _check_fork_safe(address: int, size: int) -> None:
+    """With fork protection on (kernels before 5.13, after ``ibv_fork_init``), a registration marks
+    whole pages MADV_DONTFORK: any other object sharing the first or last page vanishes from a
+    forked child (multiprocessing, ``!cmd`` in a notebook), which then crashes. rdma-core does not
+    refuse it (its refusal, PR #1222, was reverted), so gdrlab does, for memory it did not allocate."""
+    import mmap
+    page = mmap.PAGESIZE
+    if (address % page or size % page) and _v().fork_protection() == "enabled":
+        raise InvalidArgument(
+            f"unaligned host memory cannot be registered while fork protection is on (this kernel predates 5.13): "
+            f"[0x{address:x}, +{size}) does not start and end on {page}-byte pages, and registering it would hide "
+            "the rest of those pages from forked children; register a gdrlab.engine.Buffer(size, 'pageable') "
+            "(page-aligned) or a page-aligned array (numpy: allocate with extra room and slice at a page boundary)")
 
 
 def _address_of(memory: Any, length: int | None) -> tuple[int, int, Any, str]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ._common import Subparsers, add_command, emit_json, table
@@ -15,6 +16,14 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p = add_command(sub, "doctor", HELP, DESCRIPTION)
     p.add_argument("--sysfs", default="/", metavar="ROOT",
                    help="read a recorded sysfs tree instead of this machine's (default /)")
+    p.add_argument("--cluster", action="store_true",
+                   help="also run the first-run checks for a two-node run: /dev/infiniband, memlock, ports, peer "
+                        "memory, dma-buf probe, NUMA, ACS, IOMMU, PCIe links, BAR1 (docs/cluster.md)")
+    p.add_argument("--bundle", metavar="FILE",
+                   help="with --cluster: write one .tar.gz (doctor JSON, topology, rdma_pair rows) to attach to a "
+                        "question; no token, no host names unless --include-hostnames")
+    p.add_argument("--results", metavar="DIR", help="with --bundle: the rdma_pair.sh output directory to include")
+    p.add_argument("--include-hostnames", action="store_true", help="with --bundle: keep host names")
     return p
 
 
@@ -58,8 +67,8 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"  none: {report['rdma_reason']}")
     pm = report["peer_memory"]
     lines += ["", "Peer memory",
-              f"  nvidia_peermem loaded: {'yes' if pm['nvidia_peermem_loaded'] else 'no'}"
-              + (f" (version {pm['nvidia_peermem_version']})" if pm.get("nvidia_peermem_version") else ""),
+              f"  peer-memory client: {pm.get('peer_memory_module') or 'none'}"
+              + (f" (version {pm['peer_memory_version']})" if pm.get("peer_memory_version") else ""),
               f"  dma-buf usable: {'yes' if pm['dmabuf_usable'] else 'no'} ({pm['dmabuf_reason']})",
               "", "Libraries"]
     rows = [{"library": k, "found": "yes" if v["found"] else "no",
@@ -69,6 +78,12 @@ def render(report: dict[str, Any]) -> str:
     if "pyverbs" in report:
         pv = report["pyverbs"]
         lines.append(f"  pyverbs: {'usable' if pv['usable'] else 'not usable'}: {pv['reason']}")
+    if "cluster_checks" in report:
+        lines += ["", "Cluster checks (docs/cluster.md, first run)"]
+        for c in report["cluster_checks"]:
+            lines.append(f"  {c['status'].upper():<8}{c['title']}: {c['evidence']}")
+            if c["fix"]:
+                lines.append(f"  {'':<8}fix: {c['fix']}")
     lines += ["", "Paths"]
     for k, v in report["paths"].items():
         lines.append(f"  {k:<11} {'yes' if v['available'] else 'no ':<4} {v['reason']}")
@@ -84,6 +99,17 @@ def run(args: argparse.Namespace) -> int:
 
     report = discover(args.sysfs)
     report["pyverbs"] = pyverbs_status()
+    if args.bundle and not args.cluster:
+        from ..errors import InvalidArgument
+        raise InvalidArgument("--bundle needs --cluster")
+    if args.cluster:
+        from ..hw.cluster import cluster_checks
+        report["cluster_checks"] = cluster_checks(args.sysfs, report)
+    if args.bundle:
+        from ..hw.bundle import write_bundle
+        write_bundle(args.bundle, report, report["cluster_checks"], args.sysfs, args.results,
+                     args.include_hostnames)
+        print(f"wrote {args.bundle}", file=sys.stderr)
     if args.json:
         emit_json(report)
     else:

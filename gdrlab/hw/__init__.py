@@ -12,6 +12,8 @@ import os
 import platform
 from pathlib import Path
 
+from .. import provenance as _prov
+from .capability import gdr_capability
 from .libs import LIBRARIES, probe_libraries
 from .nvml import GpuList, nvml_gpus
 from .paths import PATHS, path_availability
@@ -37,21 +39,25 @@ def cuda_gpus() -> tuple[list[dict], dict]:
 
 
 def peer_memory(root: str | os.PathLike = "/", gpus: list[dict] | None = None, libraries: dict | None = None) -> dict:
-    """nvidia_peermem loaded? dma-buf usable (kernel 5.12+, a GPU with DMA_BUF_SUPPORTED,
-    libibverbs with ``ibv_reg_dmabuf_mr``)? The reason says which part is missing."""
+    """A peer-memory client loaded (nvidia_peermem, or MLNX_OFED's nv_peer_mem module or nv_mem
+    client)? dma-buf usable (the HCA accepts it, by NCCL's fd=-1 probe where an HCA is here, else
+    kernel 5.12+; a GPU with DMA_BUF_SUPPORTED; libibverbs with ``ibv_reg_dmabuf_mr``)? The reason
+    says which part is missing. The capability itself is :func:`gdrlab.hw.capability.gdr_capability`."""
     out = _kernel_peer_memory(root)
+    cap = gdr_capability(root, kernel_release=out["kernel_release"])
+    out.update(peer_memory_loaded=cap["peer_memory"]["loaded"], peer_memory_module=cap["peer_memory"]["module"],
+               peer_memory_version=cap["peer_memory"]["version"], dmabuf_source=cap["dmabuf"]["source"],
+               dmabuf_probe=cap["dmabuf"]["reason"] if cap["dmabuf"]["source"] == "probe" else None)
     why = []
-    if out["kernel_dmabuf"] is False:
-        why.append(f"kernel {out['kernel_release']} is older than 5.12")
-    elif out["kernel_dmabuf"] is None:
-        why.append("kernel release unknown")
+    if not cap["dmabuf"]["usable"]:
+        why.append(cap["dmabuf"]["reason"])
     if gpus is not None and not any(g.get("dmabuf_supported") for g in gpus):
         why.append("no GPU reports CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED" if gpus else "no CUDA GPU")
     if libraries is not None:
         v = libraries.get("libibverbs.so.1") or {}
         if not v.get("found"):
             why.append("libibverbs.so.1 not found")
-        elif v.get("has_ibv_reg_dmabuf_mr") is False:
+        elif v.get("has_ibv_reg_dmabuf_mr") is False and out["dmabuf_source"] != "probe":
             why.append("libibverbs has no ibv_reg_dmabuf_mr (rdma-core older than v34)")
     checked = gpus is not None and libraries is not None
     out["dmabuf_usable"] = bool(checked and not why)
@@ -138,12 +144,9 @@ def discover(root: str | os.PathLike = "/", probe_libs: bool | None = None) -> d
     source = f"live, {platform.node()}" if live else f"recorded sysfs tree {os.fspath(root)}"
     report = {
         # the same provenance block as every other gdrlab dataset (gdrlab.recorded reads it)
-        "provenance": {"kind": "live" if live else "recorded",
-                       "host": platform.node() if live else None,
-                       "hardware": source,
-                       "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                       "gdrlab": __version__,
-                       "command": "gdrlab doctor" + ("" if live else f" --sysfs {os.fspath(root)}")},
+        "provenance": (_prov.live({"hardware": source, "command": "gdrlab doctor"}) if live else
+                       _prov.recorded(source, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                                      gdrlab=__version__, command=f"gdrlab doctor --sysfs {os.fspath(root)}")),
         "source": source,
         "cuda": status,
         "gpus": gpus,

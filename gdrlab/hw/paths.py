@@ -26,20 +26,25 @@ def _gdr_entry(gpus: list[dict], no_gpu_reason: str, libs: dict, rdma: list[dict
     if not rdma:
         missing.append("no RDMA device found (/sys/class/infiniband is empty)")
         fixes.append("an InfiniBand or RoCE HCA with its driver (e.g. mlx5_core, mlx5_ib)")
+    elif all(d.get("no_rc_kind") for d in rdma):
+        missing.append("; ".join(f"{d['name']} is {d['no_rc_kind']}: no RC queue pairs with RDMA WRITE WITH IMMEDIATE"
+                                 for d in rdma))
+        fixes.append("an InfiniBand or RoCE HCA; on EFA use SRD through libfabric (NCCL: aws-ofi-nccl)")
     elif not any(d.get("active") for d in rdma):
         missing.append("no RDMA port is ACTIVE (" + ", ".join(
             f"{d['name']}: {'/'.join(str(p.get('state')) for p in d.get('ports') or []) or 'no ports'}"
             for d in rdma) + ")")
         fixes.append("connect the cable / bring the port up (subnet manager for InfiniBand)")
-    if not (peer.get("dmabuf_usable") or peer.get("nvidia_peermem_loaded")):
-        missing.append("no way to register GPU memory with the HCA: nvidia_peermem is not loaded and "
-                       f"dma-buf is not usable ({peer.get('dmabuf_reason') or 'unknown'})")
+    peermem = peer.get("peer_memory_loaded", peer.get("nvidia_peermem_loaded") or peer.get("nv_peer_mem_loaded"))
+    if not (peer.get("dmabuf_usable") or peermem):
+        missing.append("no way to register GPU memory with the HCA: no peer-memory client is loaded (nvidia_peermem, "
+                       f"or MLNX_OFED's nv_peer_mem) and dma-buf is not usable ({peer.get('dmabuf_reason') or 'unknown'})")
         fixes.append("`sudo modprobe nvidia-peermem`, or use dma-buf (Linux 5.12+, CUDA 11.7+, "
                      "open GPU kernel modules, rdma-core with ibv_reg_dmabuf_mr)")
     if missing:
         return _entry(False, "; ".join(missing), "; ".join(fixes))
-    via = "dma-buf" if peer.get("dmabuf_usable") else "nvidia_peermem"
-    names = ", ".join(d["name"] for d in rdma if d.get("active"))
+    via = "dma-buf" if peer.get("dmabuf_usable") else (peer.get("peer_memory_module") or "nvidia_peermem")
+    names = ", ".join(d["name"] for d in rdma if d.get("active") and not d.get("no_rc_kind"))
     return _entry(True, f"GPU memory can be registered with {names} via {via}")
 
 

@@ -157,6 +157,19 @@ def pci_devices(root: str | os.PathLike = "/") -> list[dict]:
     return out
 
 
+def _no_rc_kind(node_type: str | None, vendor: str | None) -> str | None:
+    """"EFA", "iWARP" or "usNIC" for devices without RC queue pairs with immediate data (the verbs
+    wire's needs), from sysfs node_type ("1: CA", "4: RNIC", "7: unspecified") and PCI vendor."""
+    code = (node_type or "").split(":", 1)[0].strip()
+    if vendor == "0x1d0f" or code == "7":
+        return "EFA"
+    if code == "4":
+        return "iWARP"
+    if code in ("5", "6"):
+        return "usNIC"
+    return None
+
+
 def rdma_devices(root: str | os.PathLike = "/") -> list[dict]:
     """RDMA devices under ``ROOT/sys/class/infiniband``: ports (state, rate, link layer) and PCI device."""
     r = check_root(root)
@@ -177,8 +190,10 @@ def rdma_devices(root: str | os.PathLike = "/") -> list[dict]:
                               "phys_state": (read_text(pd / "phys_state") or "").split(":", 1)[-1].strip() or None,
                               "rate": read_text(pd / "rate"),
                               "link_layer": read_text(pd / "link_layer")})
-        out.append({"name": name, "pci_bus_id": bus, "node_type": read_text(d / "node_type"),
+        node_type = read_text(d / "node_type")
+        out.append({"name": name, "pci_bus_id": bus, "node_type": node_type,
                     "fw_ver": read_text(d / "fw_ver"), "node_guid": read_text(d / "node_guid"),
+                    "no_rc_kind": _no_rc_kind(node_type, read_text(dev / "vendor") if dev is not None else None),
                     "ports": ports,
                     "active": any((p["state"] or "").upper() == "ACTIVE" for p in ports)})
     return out
@@ -210,7 +225,7 @@ def peer_memory(root: str | os.PathLike = "/") -> dict:
     return {
         "nvidia_peermem_loaded": mod.is_dir(),
         "nvidia_peermem_version": read_text(mod / "version") if mod.is_dir() else None,
-        "nv_peer_mem_loaded": legacy.is_dir(),
+        "nv_peer_mem_loaded": legacy.is_dir() or (r / "sys/kernel/mm/memory_peers/nv_mem").is_dir(),
         "kernel_release": rel,
         "kernel_dmabuf": kernel_ok,
     }

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..errors import InvalidArgument, Unavailable
+from ..errors import GdrlabError, InvalidArgument, Unavailable
 from ..vocab import DEFAULT_CHUNK_BYTES, DEFAULT_PIPELINE_DEPTH
 from .buffers import Buffer, cuda_status, native
 from .tcp_wire import Connection
@@ -76,6 +76,12 @@ def require_verbs(path: str) -> None:
     st = native().verbs.status()
     if not st["devices"]:
         raise Unavailable(f"the verbs wire needs an RDMA device: {st['reason']}")
+    try:
+        devs = list(native().verbs.devices())
+    except GdrlabError:  # a device that cannot be opened says so when the test opens it
+        devs = []
+    if devs and all(d.get("rc_unsupported") for d in devs):  # EFA, iWARP: no RC with immediate data
+        raise Unavailable("; ".join(d["rc_unsupported"] for d in devs))
     if path != "host":
         cs = cuda_status()
         if not cs["usable"]:
@@ -85,9 +91,14 @@ def require_verbs(path: str) -> None:
 def provenance_of_info(info: dict[str, Any]) -> dict[str, Any]:
     """The provenance keys a verbs run adds: HCA, port, link layer, GID index, path MTU, how
     each side registered its memory (host, dmabuf or peermem), this side's traffic class, service
-    level and P_Key index, and the PCIe hops between the HCA and the GPU it was chosen for (-1:
+    level and P_Key index, the server's class and level, and the PCIe hops between the HCA and the GPU it was chosen for (-1:
     named by GDRLAB_IB_DEV, or no GPU)."""
     return {"hca": info.get("device"), "hca_port": info.get("port"), "link_layer": info.get("link_layer"),
             "gid_index": info.get("gid_index"), "path_mtu_bytes": info.get("path_mtu_bytes"),
             "registration": info.get("mechanism"), "peer_registration": info.get("peer_mechanism"),
-            "ib_link_options": link_options(), "hca_gpu_pci_hops": info.get("gpu_pci_hops")}
+            "ib_link_options": {**link_options(), **({"tclass": info["traffic_class"], "sl": info["service_level"]}
+                                                     if "traffic_class" in info else {})},
+            # the server adopts the client's class and level unless its own variables name them
+            "peer_ib_link_options": ({"tclass": info["peer_traffic_class"], "sl": info["peer_service_level"]}
+                                     if "peer_traffic_class" in info else None),
+            "hca_gpu_pci_hops": info.get("gpu_pci_hops")}

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "verbs/api.h"
 #include "verbs/hca.h"
+#include "verbs/link_choice.h"
 #include "verbs/qp.h"
 #include "verbs/resources.h"
 #include "verbs/session.h"
@@ -45,6 +46,9 @@ nb::dict device_dict(const DeviceInfo& info) {
   d["name"] = info.name;
   d["fw_ver"] = info.fw_ver;
   GDRLAB_DEVICE_FIELDS(GDRLAB_SET)
+  d["node_type"] = info.node_type;
+  d["transport_type"] = info.transport_type;
+  d["rc_unsupported"] = rc_unsupported_reason(info);
   nb::list ports;
   for (const PortInfo& p : info.ports) ports.append(port_dict(p));
   d["ports"] = ports;
@@ -63,6 +67,8 @@ nb::dict conn_dict(const ConnInfo& c) {
   d["gid"] = nb::bytes(reinterpret_cast<const char*>(c.gid), 16);
   d["gid_index"] = c.gid_index;
   d["roce_version"] = c.roce_version;
+  d["traffic_class"] = c.traffic_class;
+  d["service_level"] = c.service_level;
   d["rkey"] = c.rkey;
   d["addr"] = c.addr;
   d["length"] = c.length;
@@ -81,6 +87,8 @@ ConnInfo conn_from(const nb::dict& d) {
   std::memcpy(c.gid, g.c_str(), 16);
   c.gid_index = nb::cast<uint8_t>(d["gid_index"]);
   if (d.contains("roce_version")) c.roce_version = nb::cast<uint8_t>(d["roce_version"]);
+  if (d.contains("traffic_class")) c.traffic_class = nb::cast<uint8_t>(d["traffic_class"]);
+  if (d.contains("service_level")) c.service_level = nb::cast<uint8_t>(d["service_level"]);
   c.rkey = nb::cast<uint32_t>(d["rkey"]);
   c.addr = nb::cast<uint64_t>(d["addr"]);
   c.length = nb::cast<uint64_t>(d["length"]);
@@ -171,6 +179,28 @@ void bind_probes(nb::module_& v) {
     return std::make_tuple(ok, ver);
   });
   v.def("has_reg_dmabuf_mr", []() { return verbs().reg_dmabuf_mr != nullptr; });
+  // What ibv_is_fork_initialized says once the engine has called ibv_fork_init (its first PD):
+  // "enabled" (kernels before 5.13: registrations mark whole pages DONTFORK), "unneeded",
+  // "disabled", or "unknown" (rdma-core older than 35).
+  v.def("fork_protection", []() -> std::string {
+    const VerbsApi& api = verbs();
+    if (!api.is_fork_initialized) return "unknown";
+    switch (api.is_fork_initialized()) {
+      case 0: return "disabled";
+      case 1: return "enabled";
+      case 2: return "unneeded";
+      default: return "unknown";
+    }
+  });
+  v.def("dmabuf_probe", [](std::shared_ptr<Context> ctx) {
+    int err = 0;
+    bool ok;
+    {
+      nb::gil_scoped_release release;
+      ok = dmabuf_probe(ctx, &err);
+    }
+    return std::make_tuple(ok, err);
+  }, "context"_a);
   v.def("dmabuf_errno_means_unsupported", &dmabuf_errno_means_unsupported, "err"_a);
   v.def("hca_allowed", [](const std::string& spec, const std::string& device, int port) {
     return hca_allowed(parse_hca_filter(spec), device, port);
@@ -185,6 +215,30 @@ void bind_probes(nb::module_& v) {
   v.def("gpu_flush", [](int ordinal) { return std::string(gpu_flush_name(gpu_flush_for_device(ordinal))); },
         "ordinal"_a);
   v.def("verbs_hint", &verbs_hint, "call"_a, "err"_a, "gpu_memory"_a);
+  // The HCA, port, GID and P_Key index a test for GPU `gpu` would use here, with the traffic class
+  // and service level this process would send: what bench/rdma_pair.sh hands perftest.
+  v.def("resolve_link", [](int gpu) {
+    VerbsSelection sel = verbs_selection_from_env();
+    LinkConfig lc;
+    lc.gid_index = sel.gid_index;
+    lc.pkey_index = sel.pkey_index;
+    lc.pkey = sel.pkey;
+    LinkChoice c;
+    {
+      nb::gil_scoped_release release;
+      c = resolve_link(sel.device, sel.port, gpu, lc);
+    }
+    nb::dict d;
+    d["hca"] = c.hca;
+    d["port"] = c.port;
+    d["link_layer"] = c.link_layer;
+    d["gid_index"] = c.gid_index;
+    d["pkey_index"] = c.pkey_index;
+    d["traffic_class"] = sel.traffic_class;
+    d["service_level"] = sel.service_level;
+    d["gpu_pci_hops"] = c.gpu_hops;
+    return d;
+  }, "gpu"_a = -1);
 }
 
 // Device -> ProtectionDomain -> MemoryRegion, and the verbs wire's client.
@@ -225,6 +279,7 @@ void bind_objects(nb::module_& v) {
       .def_prop_ro("mechanism", [](const MemoryRegion& r) { return std::string(mr_mechanism_name(r.mechanism())); })
       .def_prop_ro("fallback_reason", &MemoryRegion::fallback_reason)
       .def_prop_ro("reg_seconds", &MemoryRegion::reg_seconds)
+      .def_prop_ro("export_seconds", &MemoryRegion::export_seconds)
       .def_prop_ro("dereg_seconds", &MemoryRegion::dereg_seconds)
       .def_prop_ro("closed", &MemoryRegion::closed)
       .def("close", &MemoryRegion::close, nb::call_guard<nb::gil_scoped_release>());
@@ -239,6 +294,10 @@ void bind_objects(nb::module_& v) {
     info["gid_index"] = r.gid_index;
     info["path_mtu_bytes"] = r.path_mtu ? mtu_bytes(r.path_mtu) : 0;
     info["gpu_pci_hops"] = r.gpu_hops;
+    info["traffic_class"] = r.traffic_class;
+    info["service_level"] = r.service_level;
+    info["peer_traffic_class"] = r.peer_traffic_class;
+    info["peer_service_level"] = r.peer_service_level;
     return nb::make_tuple(samples_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified, info);
   });
 }
@@ -264,7 +323,8 @@ void bind_connection(nb::module_& v) {
     return gid_is_ipv4_mapped(bytes_ptr(g));
   });
   v.def("select_gid_index", [](const std::vector<std::tuple<int, nb::bytes, int>>& rows, const std::string& family,
-                               const std::string& addr_range, const std::string& roce_version) {
+                               const std::string& addr_range, const std::string& roce_version,
+                               const nb::bytes& peer_gid) {
     static const std::string names[3] = {"family", "addr_range", "roce_version"};
     const GidPolicy policy = parse_gid_policy(family, addr_range, roce_version, names);
     std::vector<GidEntry> t;
@@ -276,8 +336,9 @@ void bind_connection(nb::module_& v) {
       e.roce_version = version;
       t.push_back(e);
     }
-    return select_gid_index(t, policy);
-  }, "table"_a, "family"_a = "", "addr_range"_a = "", "roce_version"_a = "");
+    if (peer_gid.size() != 0 && peer_gid.size() != 16) throw_invalid("a GID is 16 bytes");
+    return select_gid_index(t, policy, peer_gid.size() ? reinterpret_cast<const uint8_t*>(peer_gid.c_str()) : nullptr);
+  }, "table"_a, "family"_a = "", "addr_range"_a = "", "roce_version"_a = "", "peer_gid"_a = nb::bytes(""));
   v.def("qp_init_attrs", [](int port, int access, int pkey_index) {
     return attrs_dict(qp_init_attrs(port, access, pkey_index));
   }, "port"_a, "access"_a = kDefaultAccess, "pkey_index"_a = 0);

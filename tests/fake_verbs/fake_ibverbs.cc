@@ -27,6 +27,15 @@
 // FAKE_IBV_GIDS="2 ::ffff:10.0.0.1,1 fe80::11,..." replaces the RoCE table: one "<RoCE version>
 // <IPv6 text>" per index (an address of "::" is an empty slot).
 //
+// FAKE_IBV_KIND=efa makes the devices EFA-like (names rdmap<N>s0, vendor 0x1d0f, node and transport
+// type UNSPECIFIED, link layer UNSPECIFIED, no RC queue pairs: ibv_create_qp(RC) fails with
+// EOPNOTSUPP); FAKE_IBV_KIND=iwarp makes them iWARP-like (irdma<N>, node type RNIC, transport
+// IWARP, link layer Ethernet; a WRITE WITH IMMEDIATE is refused at post time). FAKE_IBV_DEV_DIR=D
+// drops every device whose D/uverbs<N> does not exist, as libibverbs does with /dev/infiniband
+// (rdma-core init.c). FAKE_IBV_CHECK_MEMLOCK=1 refuses ibv_reg_mr, ibv_create_cq and
+// ibv_create_qp with EPERM while RLIMIT_MEMLOCK is 0, as the kernel's ib_umem_get does without
+// CAP_IPC_LOCK (the stand-in ignores capabilities).
+//
 // RDMA READ is modelled as NCCL's GPUDirect flush uses it: the target region needs REMOTE_READ,
 // the target QP (the destination, here possibly the poster itself) REMOTE_READ in its access
 // flags and max_dest_rd_atomic >= 1, the poster max_rd_atomic >= 1, the local region LOCAL_WRITE.
@@ -34,6 +43,8 @@
 // FAKE_IBV_FAIL_READ=N completes the N-th READ of the process and every later one with
 // IBV_WC_REM_ACCESS_ERR.
 #include <arpa/inet.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <string>
@@ -94,8 +105,24 @@ constexpr int kRoceGids = 4;
 // traffic_class, sl, hop_limit.
 int last_attrs[6] = {-1, -1, -1, -1, -1, -1};
 int fork_inits = 0;
+int device_opens = 0;       // ibv_open_device calls
+int unaligned_regs = 0;     // host registrations that start inside a page
+int max_recv_wr_seen = 0;   // the deepest receive queue asked for
+std::vector<std::pair<int, int>> rtr_log;  // (traffic_class, sl) of every INIT->RTR, in order
+std::vector<int> rtr_sgid;                 // the source GID index of each (-1: no GRH)
 // Writes that landed on bytes of an earlier message the receiver had not consumed yet.
 int overwrites = 0;
+
+std::string kind() {
+  const char* v = std::getenv("FAKE_IBV_KIND");
+  return v ? v : "";
+}
+// The kernel's ib_umem_get: EPERM when nothing may be locked (RLIMIT_MEMLOCK 0, no CAP_IPC_LOCK).
+bool memlock_refused() {
+  if (!std::getenv("FAKE_IBV_CHECK_MEMLOCK")) return false;
+  rlimit rl{};
+  return getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur == 0;
+}
 
 bool env_on(const char* name) {
   const char* v = std::getenv(name);
@@ -226,20 +253,31 @@ extern "C" {
 ibv_device** ibv_get_device_list(int* n) {
   const char* e = std::getenv("FAKE_IBV_DEVICES");
   const int count = e ? std::max(1, std::min(4, std::atoi(e))) : 1;
+  const char* devdir = std::getenv("FAKE_IBV_DEV_DIR");
+  int listed = 0;
   for (int i = 0; i < count; ++i) {
-    std::snprintf(the_devices[i].name, sizeof the_devices[i].name, "fake%d", i);
-    the_devices[i].node_type = IBV_NODE_CA;
-    the_devices[i].transport_type = IBV_TRANSPORT_IB;
-    the_list[i] = &the_devices[i];
+    struct stat sb;
+    if (devdir && stat((std::string(devdir) + "/uverbs" + std::to_string(i)).c_str(), &sb) != 0) continue;
+    ibv_device& d = the_devices[listed];
+    const std::string k = kind();
+    std::snprintf(d.name, sizeof d.name, k == "efa" ? "rdmap%ds0" : k == "iwarp" ? "irdma%d" : "fake%d", i);
+    d.node_type = k == "efa" ? static_cast<ibv_node_type>(7) : k == "iwarp" ? IBV_NODE_RNIC : IBV_NODE_CA;
+    d.transport_type = k == "efa" ? static_cast<ibv_transport_type>(4) : k == "iwarp" ? IBV_TRANSPORT_IWARP
+                                                                                     : IBV_TRANSPORT_IB;
+    the_list[listed++] = &d;
   }
-  the_list[count] = nullptr;
-  if (n) *n = count;
+  the_list[listed] = nullptr;
+  if (n) *n = listed;
   return the_list;
 }
 void ibv_free_device_list(ibv_device**) {}
 const char* ibv_get_device_name(ibv_device* d) { return d->name; }
 
 ibv_context* ibv_open_device(ibv_device* d) {
+  {
+    std::lock_guard<std::mutex> l(mu);
+    ++device_opens;
+  }
   auto* c = static_cast<ibv_context*>(std::calloc(1, sizeof(ibv_context)));
   c->device = d;
   c->ops.poll_cq = fake_poll_cq;
@@ -261,6 +299,7 @@ int ibv_query_device(ibv_context*, ibv_device_attr* a) {
   a->max_cqe = 65536;
   a->max_mr = 1024;
   a->max_mr_size = ~0ull;
+  a->vendor_id = kind() == "efa" ? 0x1d0f : kind() == "iwarp" ? 0x8086 : 0x02c9;
   return 0;
 }
 
@@ -272,7 +311,8 @@ int ibv_query_port(ibv_context*, uint8_t port, ibv_port_attr* a) {
   a->max_mtu = IBV_MTU_4096;
   a->active_mtu = IBV_MTU_4096;
   a->lid = roce() ? 0 : 0x11;
-  a->link_layer = roce() ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
+  a->link_layer = kind() == "efa" ? IBV_LINK_LAYER_UNSPECIFIED
+                  : (roce() || kind() == "iwarp") ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
   a->gid_tbl_len = gid_count();
   a->pkey_tbl_len = 2;
   a->flags = env_on("FAKE_IBV_GRH_REQUIRED") ? IBV_QPF_GRH_REQUIRED : 0;
@@ -308,6 +348,12 @@ int ibv_get_pkey_index(ibv_context*, uint8_t port, uint16_t pkey_be) {
   return -1;
 }
 
+// IBVERBS_1.13. FAKE_IBV_FORK=enabled: the answer of a kernel before 5.13 after ibv_fork_init.
+int ibv_is_fork_initialized(void) {
+  const char* v = std::getenv("FAKE_IBV_FORK");
+  return v && std::strcmp(v, "enabled") == 0 ? 1 : 2;
+}
+
 int ibv_fork_init(void) {
   std::lock_guard<std::mutex> l(mu);
   ++fork_inits;
@@ -329,12 +375,17 @@ int ibv_dealloc_pd(ibv_pd* p) {
 }
 
 ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t len, int access) {
+  if (memlock_refused()) {
+    errno = EPERM;
+    return nullptr;
+  }
   const char* max = std::getenv("FAKE_IBV_MAX_MR");
   if (max && len > std::strtoull(max, nullptr, 10)) {
     errno = ENOMEM;
     return nullptr;
   }
   std::lock_guard<std::mutex> l(mu);
+  unaligned_regs += (reinterpret_cast<uintptr_t>(addr) & 4095u) != 0;
   auto* m = new FakeMr();
   m->mr.context = pd->context;
   m->mr.pd = pd;
@@ -355,50 +406,7 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsi
   return ibv_reg_mr(pd, addr, len, static_cast<int>(access));
 }
 
-// For tests: how many live regions have every bit of `access` set.
-int fake_ibv_mr_count_with_access(int access) {
-  std::lock_guard<std::mutex> l(mu);
-  int n = 0;
-  for (FakeMr* m : mrs) n += (m->access & access) == access;
-  return n;
-}
-
-// For tests: teardown steps taken out of order so far, and queue pairs still alive.
-int fake_ibv_order_violations() {
-  std::lock_guard<std::mutex> l(mu);
-  return order_violations;
-}
-int fake_ibv_live_qps() {
-  std::lock_guard<std::mutex> l(mu);
-  return static_cast<int>(qps.size());
-}
-
-// For tests: the last INIT/RTR attributes (pkey_index, is_global, sgid_index, traffic_class, sl,
-// hop_limit) and how often ibv_fork_init was called.
-void fake_ibv_last_attrs(int* out) {
-  std::lock_guard<std::mutex> l(mu);
-  std::memcpy(out, last_attrs, sizeof last_attrs);
-}
-int fake_ibv_fork_inits() {
-  std::lock_guard<std::mutex> l(mu);
-  return fork_inits;
-}
-// For tests: writes into a range whose earlier write-with-immediate the receiver had not yet
-// polled (it could still be copying that message out when the new bytes landed).
-int fake_ibv_unconsumed_overwrites() {
-  std::lock_guard<std::mutex> l(mu);
-  return overwrites;
-}
-
-// For tests: the number of RDMA READs posted, and the last one's fields in `out` (9 values, in
-// ReadRecord's order after count).
-long long fake_ibv_reads(long long* out) {
-  std::lock_guard<std::mutex> l(mu);
-  const long long v[9] = {reads.opcode, reads.length, reads.self, reads.target_dmabuf, reads.target_offset,
-                          reads.local_region_length, reads.lkey_ok, reads.rkey_ok, reads.qp_num};
-  std::memcpy(out, v, sizeof v);
-  return reads.count;
-}
+#include "fake_ibverbs_counters.h"  // the fake_ibv_* queries tests read
 
 #ifdef FAKE_IBV_WITH_DMABUF
 // IBVERBS_1.12. The "dma-buf" is ignored: the stand-in's GPU memory is host memory at iova.
@@ -420,6 +428,7 @@ ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova
   if (mr) {
     std::lock_guard<std::mutex> l(mu);
     reinterpret_cast<FakeMr*>(mr)->dmabuf = true;
+    unaligned_regs -= (iova & 4095u) != 0;  // GPU memory: fork protection does not touch it
   }
   return mr;
 }
@@ -438,6 +447,10 @@ int ibv_dereg_mr(ibv_mr* mr) {
 }
 
 ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void*, ibv_comp_channel*, int) {
+  if (memlock_refused()) {  // the CQ buffer is pinned with ib_umem_get too
+    errno = EPERM;
+    return nullptr;
+  }
   auto* f = new FakeCq();
   std::memset(&f->cq, 0, sizeof f->cq);
   f->cq.context = c;
@@ -456,11 +469,20 @@ int ibv_destroy_cq(ibv_cq* cq) {
 }
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
+  if (memlock_refused()) {
+    errno = EPERM;
+    return nullptr;
+  }
+  if (kind() == "efa" && a->qp_type == IBV_QPT_RC) {  // EFA offers UD and SRD only
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
   if (a->qp_type != IBV_QPT_RC || !a->send_cq || !a->recv_cq) {
     errno = EINVAL;
     return nullptr;
   }
   std::lock_guard<std::mutex> l(mu);
+  max_recv_wr_seen = std::max(max_recv_wr_seen, static_cast<int>(a->cap.max_recv_wr));
   auto* q = new FakeQp();
   std::memset(&q->qp, 0, sizeof q->qp);
   q->qp.context = pd->context;
@@ -498,6 +520,8 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
     const ibv_ah_attr& ah = a->ah_attr;
     const int rtr[5] = {ah.is_global, ah.grh.sgid_index, ah.grh.traffic_class, ah.sl, ah.grh.hop_limit};
     std::memcpy(last_attrs + 1, rtr, sizeof rtr);
+    rtr_log.push_back({ah.grh.traffic_class, ah.sl});
+    rtr_sgid.push_back(ah.is_global ? ah.grh.sgid_index : -1);
   } else if (from == IBV_QPS_RTR && to == IBV_QPS_RTS) {
     ok = check_mask(mask, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                               IBV_QP_MAX_QP_RD_ATOMIC,
@@ -522,133 +546,4 @@ const char* ibv_wc_status_str(ibv_wc_status s) { return s == IBV_WC_SUCCESS ? "s
 
 }  // extern "C"
 
-namespace {
-
-int fake_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
-  // FAKE_IBV_SLOW_RECV_US=N: a receiver slower than its sender, N microseconds per message.
-  static const char* slow = std::getenv("FAKE_IBV_SLOW_RECV_US");
-  bool got_recv = false;
-  int k = 0;
-  {
-    std::lock_guard<std::mutex> l(mu);
-    auto* f = reinterpret_cast<FakeCq*>(cq);
-    while (k < n && !f->wcs.empty()) {
-      wc[k] = f->wcs.front();
-      f->wcs.pop_front();
-      if (wc[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-        got_recv = true;
-        auto it = qps.find(wc[k].qp_num);
-        if (it != qps.end() && !it->second->unconsumed.empty()) it->second->unconsumed.pop_front();
-      }
-      ++k;
-    }
-  }
-  if (got_recv && slow) std::this_thread::sleep_for(std::chrono::microseconds(std::atoi(slow)));
-  return k;
-}
-
-int fake_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-  std::lock_guard<std::mutex> l(mu);
-  auto* q = reinterpret_cast<FakeQp*>(qp);
-  if (q->qp.state == IBV_QPS_RESET) {
-    *bad = wr;
-    return EINVAL;
-  }
-  // FAKE_IBV_FAIL_RECV_AFTER=n: the (n+1)-th receive post of the process fails (a full queue).
-  static int recv_posts = 0;
-  const char* fail_after = std::getenv("FAKE_IBV_FAIL_RECV_AFTER");
-  if (fail_after && recv_posts++ >= std::atoi(fail_after)) {
-    *bad = wr;
-    return ENOMEM;
-  }
-  for (; wr; wr = wr->next) {
-    ++q->posted_recvs;
-    q->recv_ids.push_back(wr->wr_id);
-  }
-  deliver(q);
-  return 0;
-}
-
-int fake_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-  std::lock_guard<std::mutex> l(mu);
-  auto* q = reinterpret_cast<FakeQp*>(qp);
-  if (q->qp.state != IBV_QPS_RTS) {
-    *bad = wr;
-    return EINVAL;
-  }
-  const bool corrupt = std::getenv("FAKE_IBV_CORRUPT") != nullptr;
-  for (; wr; wr = wr->next) {
-    if (wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM && wr->opcode != IBV_WR_RDMA_READ) {
-      *bad = wr;
-      return EINVAL;
-    }
-    ibv_wc_status status = IBV_WC_SUCCESS;
-    uint64_t len = wr->num_sge ? wr->sg_list[0].length : 0;
-    auto it = qps.find(q->dest_qpn);
-    if (wr->opcode == IBV_WR_RDMA_READ) {
-      FakeMr* local = wr->num_sge ? find_mr(wr->sg_list[0].addr, len, wr->sg_list[0].lkey, false) : nullptr;
-      FakeMr* target = find_mr(wr->wr.rdma.remote_addr, len, wr->wr.rdma.rkey, true);
-      ++reads.count;
-      reads.opcode = wr->opcode;
-      reads.length = static_cast<long long>(len);
-      reads.self = q->dest_qpn == q->qp.qp_num;
-      reads.target_dmabuf = target ? target->dmabuf : -1;
-      reads.target_offset = target ? static_cast<long long>(wr->wr.rdma.remote_addr -
-                                                           reinterpret_cast<uint64_t>(target->mr.addr)) : -1;
-      reads.local_region_length = local ? static_cast<long long>(local->mr.length) : -1;
-      reads.lkey_ok = local != nullptr;
-      reads.rkey_ok = target != nullptr;
-      reads.qp_num = q->qp.qp_num;
-      if (it == qps.end() || it->second->qp.state < IBV_QPS_RTR) status = IBV_WC_RETRY_EXC_ERR;
-      else if (!local || !(local->access & IBV_ACCESS_LOCAL_WRITE) || !len) status = IBV_WC_LOC_PROT_ERR;
-      else if (q->max_rd_atomic < 1 || it->second->max_dest_rd_atomic < 1) status = IBV_WC_REM_INV_REQ_ERR;
-      else if (!target || !(target->access & IBV_ACCESS_REMOTE_READ) || !(it->second->access & IBV_ACCESS_REMOTE_READ) ||
-               (std::getenv("FAKE_IBV_FAIL_READ") && reads.count >= std::atoll(std::getenv("FAKE_IBV_FAIL_READ"))))
-        status = IBV_WC_REM_ACCESS_ERR;
-      else
-        std::memmove(reinterpret_cast<void*>(wr->sg_list[0].addr), reinterpret_cast<void*>(wr->wr.rdma.remote_addr), len);
-      ibv_wc w;
-      std::memset(&w, 0, sizeof w);
-      w.wr_id = wr->wr_id;
-      w.status = status;
-      w.opcode = IBV_WC_RDMA_READ;
-      w.qp_num = q->qp.qp_num;
-      reinterpret_cast<FakeCq*>(q->qp.send_cq)->wcs.push_back(w);  // READs here are always signaled
-      continue;
-    }
-    if (it == qps.end() || it->second->qp.state < IBV_QPS_RTR) {
-      status = IBV_WC_RETRY_EXC_ERR;
-    } else if (!len && wr->opcode == IBV_WR_RDMA_WRITE && wr->wr.rdma.rkey == 0) {
-      status = IBV_WC_REM_ACCESS_ERR;  // as adapters that validate even zero-length writes
-    } else if (len) {
-      FakeMr* src = find_mr(wr->sg_list[0].addr, len, wr->sg_list[0].lkey, false);
-      FakeMr* dst = find_mr(wr->wr.rdma.remote_addr, len, wr->wr.rdma.rkey, true);
-      if (!src) status = IBV_WC_LOC_PROT_ERR;
-      else if (!dst || !(dst->access & IBV_ACCESS_REMOTE_WRITE)) status = IBV_WC_REM_ACCESS_ERR;
-      else {
-        const uint64_t a = wr->wr.rdma.remote_addr;
-        for (const auto& [ua, ul] : it->second->unconsumed) overwrites += ul && a < ua + ul && ua < a + len;
-        std::memmove(reinterpret_cast<void*>(wr->wr.rdma.remote_addr),
-                     reinterpret_cast<void*>(wr->sg_list[0].addr), len);
-        if (corrupt) reinterpret_cast<uint8_t*>(wr->wr.rdma.remote_addr)[len / 2] ^= 0x5a;
-      }
-    }
-    if (status == IBV_WC_SUCCESS && wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-      it->second->unconsumed.push_back({wr->wr.rdma.remote_addr, len});
-      it->second->pending.push_back({0, wr->imm_data});
-      deliver(it->second);
-    }
-    if ((wr->send_flags & IBV_SEND_SIGNALED) || status != IBV_WC_SUCCESS) {
-      ibv_wc w;
-      std::memset(&w, 0, sizeof w);
-      w.wr_id = wr->wr_id;
-      w.status = status;
-      w.opcode = IBV_WC_RDMA_WRITE;
-      w.qp_num = q->qp.qp_num;
-      reinterpret_cast<FakeCq*>(q->qp.send_cq)->wcs.push_back(w);
-    }
-  }
-  return 0;
-}
-
-}  // namespace
+#include "fake_ibverbs_ops.h"  // poll_cq, post_recv, post_send: the data path

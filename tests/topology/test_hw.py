@@ -114,7 +114,7 @@ def test_paths_gdr_reasons():
     p = hw.path_availability(_report(active=False))
     assert "ACTIVE" in p["gdr"]["reason"]
     p = hw.path_availability(_report(dmabuf_usable=False, peermem=False))
-    assert "nvidia_peermem is not loaded" in p["gdr"]["reason"] and "modprobe nvidia-peermem" in p["gdr"]["fix"]
+    assert "no peer-memory client is loaded (nvidia_peermem, or MLNX_OFED's nv_peer_mem)" in p["gdr"]["reason"] and "modprobe nvidia-peermem" in p["gdr"]["fix"]
     p = hw.path_availability(_report(dmabuf_usable=False, peermem=True))
     assert p["gdr"]["available"] is True and "nvidia_peermem" in p["gdr"]["reason"]
     p = hw.path_availability(_report(verbs=False))

@@ -136,15 +136,16 @@ GID_V6 = bytes.fromhex("20010db8000000000000000000000042")
 
 def _conn(**kw) -> dict:
     c = {"qpn": 0x1234, "psn": 0xABCDEF, "lid": 7, "link_layer": 1, "mtu": 5, "gid": GID_LL, "gid_index": 0,
-         "roce_version": 0, "rkey": 0xDEADBEEF, "addr": 0x7F0000001000, "length": 1 << 20}
+         "roce_version": 0, "traffic_class": 106, "service_level": 3, "rkey": 0xDEADBEEF, "addr": 0x7F0000001000, "length": 1 << 20}
     c.update(kw)
     return c
 
 
 def _by_hand(c: dict) -> bytes:
-    # magic "VRBS", version 2, then little-endian fields in the documented order.
-    return (b"VRBS" + struct.pack("<BIIIBB", 2, c["qpn"], c["psn"], c["lid"], c["link_layer"], c["mtu"])
-            + c["gid"] + struct.pack("<BBIQQ", c["gid_index"], c["roce_version"], c["rkey"], c["addr"], c["length"]))
+    # magic "VRBS", version 3, then little-endian fields in the documented order.
+    return (b"VRBS" + struct.pack("<BIIIBB", 3, c["qpn"], c["psn"], c["lid"], c["link_layer"], c["mtu"])
+            + c["gid"] + struct.pack("<BBBBIQQ", c["gid_index"], c["roce_version"], c["traffic_class"],
+                                     c["service_level"], c["rkey"], c["addr"], c["length"]))
 
 
 def test_conn_info_encoding_matches_the_documented_layout():
@@ -168,14 +169,14 @@ def test_conn_info_rejects_malformed_bodies(change, message):
 
 @pytest.mark.parametrize("field, value", [
     ("qpn", 0), ("qpn", 1 << 24), ("psn", 1 << 24), ("lid", 1 << 16), ("mtu", 0), ("mtu", 6), ("link_layer", 3),
-    ("roce_version", 3),
+    ("roce_version", 3), ("service_level", 16),
 ])
 def test_conn_info_rejects_out_of_range_fields(field, value):
     c = _conn()
     c[field] = value
-    raw = (b"VRBS" + struct.pack("<BIIIBB", 2, c["qpn"], c["psn"], c["lid"], c["link_layer"], c["mtu"])
-           + c["gid"] + struct.pack("<BBIQQ", c["gid_index"], c["roce_version"], c["rkey"], c["addr"], c["length"]))
-    expected = {"link_layer": "link layer", "roce_version": "RoCE version"}.get(field, field.upper())
+    raw = _by_hand(c)
+    expected = {"link_layer": "link layer", "roce_version": "RoCE version",
+                "service_level": "service level"}.get(field, field.upper())
     with pytest.raises(ProtocolError, match=expected):
         V.decode_conn_info(raw)
 
@@ -289,6 +290,10 @@ def test_verbs_error_carries_errno():
 # ------------------------------------------------------------------------ python objects
 class _FakeNative:
     """Stands in for _native.verbs to check ownership order without an HCA."""
+
+    @staticmethod
+    def fork_protection() -> str:
+        return "unneeded"
 
     def __init__(self, log):
         log_ = log

@@ -97,10 +97,23 @@ def test_hca_behind_the_gpus_switch_is_quiet(dmabuf_stand_ins, tmp_path):
     assert out.get("verified") is True and warnings == [], warnings
 
 
-def test_host_path_has_no_gpu_and_no_warning(dmabuf_stand_ins, tmp_path):
+def test_host_path_touches_no_gpu_memory_and_does_not_warn(dmabuf_stand_ins, tmp_path):
     _tree(tmp_path, gpu_numa=1, hca_numa=0)
     out, warnings = _run(dmabuf_stand_ins, tmp_path, path="host")
     assert out.get("verified") is True and warnings == [], warnings
+
+
+def test_host_path_runs_on_the_hca_gdr_uses(dmabuf_stand_ins, tmp_path):
+    # V4: fake0 (listed first) sits across the CPU, fake1 beside the GPU on its switch. Before the fix
+    # the host path took the first listed device and gdr the nearest: two NICs in one comparison.
+    _tree(tmp_path, gpu_numa=0, hca_numa=0)
+    near = tmp_path / "devices/pci0000:80/0000:80:01.0/0000:81:00.0/0000:82:01.0"
+    near.mkdir()
+    (tmp_path / "class/infiniband/fake1").mkdir()
+    (tmp_path / "class/infiniband/fake1/device").symlink_to(near)
+    devices = {p: _run(dmabuf_stand_ins, tmp_path, path=p, FAKE_IBV_DEVICES="2")[0]["device"]
+               for p in ("host", "gdr", "staged")}
+    assert devices == {"host": "fake1", "gdr": "fake1", "staged": "fake1"}, devices
 
 
 def test_named_hca_far_from_the_gpu_warns_too(dmabuf_stand_ins, tmp_path):

@@ -157,6 +157,12 @@ STATUS = """
     ({"GDRLAB_FAKE_CUDA_FLUSH_OPTIONS": "0", "GDRLAB_FAKE_CUDA_ORDERING": "0"}, "rdma-read"),
     ({"GDRLAB_FAKE_CUDA_ATTRS_UNKNOWN": "1"}, "rdma-read"),
     ({"GDRLAB_FAKE_CUDA_FLUSH_OPTIONS": "0", "GDRLAB_FAKE_CUDA_ORDERING": "0", "NCCL_GDR_FLUSH_DISABLE": "1"}, "none"),
+    # V12: a GH200-like C2C GPU reports OWNER ordering, yet NCCL forces its flush there
+    ({"GDRLAB_FAKE_CUDA_FLUSH_OPTIONS": "1", "GDRLAB_FAKE_CUDA_ORDERING": "100", "GDRLAB_FAKE_CUDA_C2C": "1"},
+     "rdma-read"),
+    ({"GDRLAB_FAKE_CUDA_FLUSH_OPTIONS": "1", "GDRLAB_FAKE_CUDA_ORDERING": "100", "GDRLAB_GDR_FORCE_FLUSH": "1"},
+     "rdma-read"),
+    ({"GDRLAB_FAKE_CUDA_C2C": "1", "NCCL_GDR_FLUSH_DISABLE": "1"}, "none"),
 ])
 def test_status_says_which_flush_gdr_will_use(dmabuf_stand_ins, env, flush):
     d, lib = dmabuf_stand_ins
@@ -177,3 +183,10 @@ def test_the_loopback_queue_pair_is_addressed_like_the_data_one(dmabuf_stand_ins
     # RoCE: a GRH with its own GID at the data QP's GID index; a port that requires a GRH gets one.
     out = _gdr(dmabuf_stand_ins, tmp_path, GDRLAB_FAKE_CUDA_FLUSH_OPTIONS="0", GDRLAB_FAKE_CUDA_ORDERING="0", **env)
     assert out.get("verified") is True and out["reads"] == 3 and out["read"]["self"] == 1, out
+
+
+def test_c2c_gpu_flushes_with_the_read_although_it_reports_owner_ordering(dmabuf_stand_ins, tmp_path):
+    # V12: before, attribute 118 = OWNER meant no flush at all, where NCCL forces one (C2C).
+    out = _gdr(dmabuf_stand_ins, tmp_path, GDRLAB_FAKE_CUDA_FLUSH_OPTIONS="1", GDRLAB_FAKE_CUDA_ORDERING="100",
+               GDRLAB_FAKE_CUDA_C2C="1")
+    assert out.get("verified") is True and out["reads"] > 0 and out["flushes"] == 0, out

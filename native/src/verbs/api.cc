@@ -3,8 +3,11 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -63,9 +66,31 @@ Loaded& state() {
   return loaded;
 }
 
+std::vector<std::string> list_dir(const std::string& path) {
+  std::vector<std::string> names;
+  DIR* d = opendir(path.c_str());
+  if (!d) return names;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') names.push_back(e->d_name);
+  }
+  closedir(d);
+  return names;
+}
+
+std::string first_line(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return "";
+  char buf[256] = {};
+  const bool ok = std::fgets(buf, sizeof buf, f) != nullptr;
+  std::fclose(f);
+  std::string s = ok ? buf : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
 std::vector<std::string> sysfs_devices() {
   std::vector<std::string> names;
-  DIR* d = opendir("/sys/class/infiniband");
+  DIR* d = opendir((sysfs_root() + "/class/infiniband").c_str());
   if (!d) return names;
   while (dirent* e = readdir(d)) {
     if (e->d_name[0] != '.') names.push_back(e->d_name);
@@ -81,7 +106,75 @@ std::string memlock_text() {
   return std::to_string(rl.rlim_cur / 1024) + " KiB";
 }
 
+bool memlock_zero() {
+  rlimit rl{};
+  return getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur == 0;
+}
+
+// Whether this process holds CAP_IPC_LOCK (bit 14 of CapEff), which lifts RLIMIT_MEMLOCK for pinning.
+bool has_cap_ipc_lock() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return false;
+  char line[256];
+  unsigned long long eff = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "CapEff: %llx", &eff) == 1) break;
+  std::fclose(f);
+  return (eff >> 14) & 1ull;
+}
+
+// The fixes for a locked-memory limit, inside and outside containers.
+std::string memlock_fix() {
+  return std::string("RLIMIT_MEMLOCK = ") + memlock_text() + (has_cap_ipc_lock() ? ", CAP_IPC_LOCK held" : ", no CAP_IPC_LOCK") +
+         "; raise it (`ulimit -l unlimited`, /etc/security/limits.conf memlock, docker/podman --ulimit memlock=-1) or "
+         "grant CAP_IPC_LOCK (docker --cap-add IPC_LOCK; Kubernetes securityContext.capabilities.add: [\"IPC_LOCK\"]), "
+         "the usual fix in a pod, where ulimit -l cannot be raised from inside";
+}
+
 }  // namespace
+
+std::string dev_root() {
+  const char* e = std::getenv("GDRLAB_DEV_ROOT");
+  return e && *e ? e : "/dev";
+}
+
+std::string devices_dropped_reason(const std::vector<std::string>& sys) {
+  // libibverbs lists a device only when its /dev/infiniband/uverbsN exists (rdma-core init.c):
+  // in a container without the device nodes it drops every HCA without a word. Tell that apart
+  // from a missing provider before naming a fix.
+  std::string names;
+  for (const auto& x : sys) names += (names.empty() ? "" : ", ") + x;
+  const std::string head = "RDMA devices exist in /sys/class/infiniband (" + names + ") but libibverbs lists none: ";
+  const std::string uverbs_dir = sysfs_root() + "/class/infiniband_verbs";
+  const std::vector<std::string> uverbs = list_dir(uverbs_dir);
+  if (uverbs.empty())
+    return head + "no uverbs interface exists (" + uverbs_dir + " is empty): the ib_uverbs module is not loaded "
+           "(modprobe ib_uverbs)";
+  const std::string devdir = dev_root() + "/infiniband";
+  struct stat sb;
+  if (stat(devdir.c_str(), &sb) != 0)
+    return head + devdir + " does not exist in this process's view (a container started without the RDMA "
+           "device nodes): pass them (docker/podman run --device /dev/infiniband; Kubernetes: request the RDMA "
+           "device plugin's resource, e.g. rdma/rdma_shared_device_a, rdma/hca or nvidia.com/<sriov resource>, "
+           "in the pod's resources.limits)";
+  std::string missing, denied;
+  for (const std::string& u : uverbs) {
+    const std::string ib = first_line(uverbs_dir + "/" + u + "/ibdev");
+    const std::string node = devdir + "/" + u;
+    if (stat(node.c_str(), &sb) != 0)
+      missing += (missing.empty() ? "" : ", ") + node + (ib.empty() ? "" : " (" + ib + ")");
+    else if (access(node.c_str(), R_OK | W_OK) != 0)
+      denied += (denied.empty() ? "" : ", ") + node + (ib.empty() ? "" : " (" + ib + ")");
+  }
+  if (!missing.empty() && denied.empty())
+    return head + "its device nodes are missing: " + missing + "; pass /dev/infiniband/uverbs* into the container "
+           "(--device /dev/infiniband) or request the RDMA device plugin's resource for these HCAs";
+  if (!denied.empty())
+    return head + "no read/write permission on " + denied + " (rdma-core needs both): add the user to the group "
+           "owning them (often `rdma`), or fix the udev rule / the container's device cgroup";
+  return head + "its provider library is missing (install ibverbs-providers, rdma-core's providers such as "
+         "libmlx5; /etc/libibverbs.d names them)";
+}
 
 std::string verbs_library_name() {
   static const std::string name = [] {
@@ -146,8 +239,7 @@ VerbsStatus verbs_status() {
     if (sys.empty()) {
       s.reason = none;
     } else {
-      s.reason = "RDMA devices exist in /sys/class/infiniband (" + sys_names +
-                 ") but libibverbs lists none: its provider library is missing (install ibverbs-providers)";
+      s.reason = devices_dropped_reason(sys);
     }
   }
   return s;
@@ -173,12 +265,16 @@ std::string verbs_hint(const std::string& call, int err, bool gpu_memory) {
     return "the dma-buf range is outside the exported GPU allocation";
   }
   if (reg && err == EFAULT) return "the address range is not mapped in this process";
+  const bool pins = reg || call.find("create_cq") != std::string::npos || call.find("create_qp") != std::string::npos;
+  // ib_umem_get answers EPERM, not ENOMEM, when nothing may be locked at all (limit 0, no CAP_IPC_LOCK):
+  // every MR, CQ and QP then fails, and /dev/infiniband permissions are not the cause.
+  if (pins && err == EPERM && memlock_zero())
+    return "the locked-memory limit is 0, so the kernel may pin nothing for this " +
+           std::string(reg ? "registration" : "queue") + " (" + memlock_fix() + ")";
   if (reg && err == ENOMEM && gpu_memory)
-    return "BAR1 space exhausted (see nvidia-smi -q -d MEMORY, BAR1) or locked-memory limit too low "
-           "(RLIMIT_MEMLOCK = " + memlock_text() + ")";
-  if (reg && err == ENOMEM)
-    return "locked-memory limit too low (RLIMIT_MEMLOCK = " + memlock_text() +
-           "; raise `ulimit -l` or the container's memlock limit)";
+    return "BAR1 space exhausted (see nvidia-smi -q -d MEMORY, BAR1) or locked-memory limit too low (" +
+           memlock_fix() + ")";
+  if (reg && err == ENOMEM) return "locked-memory limit too low (" + memlock_fix() + ")";
   if (reg && (err == EOPNOTSUPP || err == ENOTSUP || err == ENOSYS || err == EPROTONOSUPPORT || err == ENOTTY))
     return "the kernel has no dma-buf memory-region support (needs Linux 5.12+ or an MLNX_OFED with it, rdma-core "
            "34+ and a provider such as mlx5); GDRLAB_GDR_REG=peermem uses nvidia_peermem instead";
@@ -189,7 +285,8 @@ std::string verbs_hint(const std::string& call, int err, bool gpu_memory) {
   if (call.find("open_device") != std::string::npos && err == ENOENT)
     return "/dev/infiniband/uverbs* is missing: in a container pass the devices (docker --device "
            "/dev/infiniband, or the RDMA device plugin)";
-  if (err == EPERM || err == EACCES) return "no permission on /dev/infiniband/uverbs*";
+  if (err == EPERM || err == EACCES)
+    return "no permission on /dev/infiniband/uverbs* (or a limit the kernel enforces as EPERM: " + memlock_fix() + ")";
   if (call.find("modify_qp") != std::string::npos && err == EINVAL)
     return "the HCA rejected the queue-pair attributes (wrong port, LID, GID index, P_Key index or MTU for this link, "
            "or a port that requires a GRH)";
@@ -199,7 +296,11 @@ std::string verbs_hint(const std::string& call, int err, bool gpu_memory) {
            "VLANs, or the peer's IP is not reachable through this port's netdev (ping it; check "
            "GDRLAB_IB_GID_INDEX against show_gids)";
   if (call.find("create_qp") != std::string::npos && err == ENOMEM)
-    return "queue too deep for this HCA, or locked-memory limit too low (RLIMIT_MEMLOCK = " + memlock_text() + ")";
+    return "queue too deep for this HCA, or locked-memory limit too low (" + memlock_fix() + ")";
+  if (call.find("create_cq") != std::string::npos && err == ENOMEM)
+    return "completion queue too deep for this HCA, or locked-memory limit too low (" + memlock_fix() + ")";
+  if (call.find("create_qp") != std::string::npos && (err == EOPNOTSUPP || err == ENOTSUP || err == EINVAL))
+    return "this device may not offer RC queue pairs (EFA offers only UD and SRD)";
   return "";
 }
 

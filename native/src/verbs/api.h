@@ -40,6 +40,8 @@ namespace gdrlab {
       (ibv::ibv_pd*, uint64_t, size_t, uint64_t, int, int))                                            \
   /* pins registered pages against fork's copy-on-write (a no-op on kernels with copy-on-fork) */      \
   OPT(fork_init, "ibv_fork_init", "IBVERBS_1.1", int, (void))                                          \
+  /* rdma-core 35+: whether fork protection is on (0 disabled, 1 enabled, 2 unneeded: copy-on-fork) */ \
+  OPT(is_fork_initialized, "ibv_is_fork_initialized", "IBVERBS_1.13", int, (void))                    \
   /* rdma-core 15+: P_Key value -> index in the port's P_Key table */                                 \
   OPT(get_pkey_index, "ibv_get_pkey_index", "IBVERBS_1.5", int, (ibv::ibv_context*, uint8_t, uint16_t)) \
   /* rdma-core 32+: the GID table with each entry's type (IB, RoCE v1, RoCE v2) in one call */        \
@@ -72,6 +74,11 @@ struct VerbsStatus {
   std::vector<std::string> devices;
 };
 VerbsStatus verbs_status();
+// The device nodes' root: $GDRLAB_DEV_ROOT if set (tests), else /dev.
+std::string dev_root();
+// Why libibverbs lists none of the devices sysfs shows (`sys`): ib_uverbs not loaded,
+// /dev/infiniband absent or incomplete (containers), no permission on it, or no provider.
+std::string devices_dropped_reason(const std::vector<std::string>& sys);
 // Throws Error(Unavailable) with verbs_status().reason unless a device exists.
 void require_rdma_device();
 

@@ -129,11 +129,27 @@ bool gpu_flush_disabled() {
   return x != 0;
 }
 
+bool gpu_flush_forced() {
+  const char* v = std::getenv("GDRLAB_GDR_FORCE_FLUSH");
+  if (!v || !*v) return false;
+  if (std::string(v) != "0" && std::string(v) != "1")
+    throw_invalid(std::string("GDRLAB_GDR_FORCE_FLUSH='") + v + "' is not 0 or 1");
+  return std::string(v) == "1";
+}
+
 GpuFlush gpu_flush_for_device(int ordinal) {
   if (gpu_flush_disabled()) return GpuFlush::None;
+  if (gpu_flush_forced()) return GpuFlush::Read;
   const CudaApi& api = cuda();
   CUdevice dev = 0;
   GDRLAB_CU(api, cuDeviceGet, &dev, ordinal);
+  // C2C (GH200, GB200): NCCL forces its flush there whatever the ordering attribute says
+  // (graph/paths.cc, ncclTopoNeedFlush / ncclTopoFlushC2c): the READ, as NCCL's flush.
+  int c2c = 0;
+  if (api.cuDeviceGetAttribute(&c2c, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES, dev) ==
+          CUDA_SUCCESS &&
+      c2c == 1)
+    return GpuFlush::Read;
   // Drivers before CUDA 11.3 do not know attributes 117 and 118 (CUDA_ERROR_INVALID_VALUE): then
   // neither the host flush nor any ordering guarantee exists, and 0 says exactly that.
   int options = 0, ordering = 0;

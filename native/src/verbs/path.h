@@ -50,7 +50,11 @@ GpuFlush choose_gpu_flush(bool have_host_api, int options, int ordering);
 // InvalidArgument naming the variable for anything else.
 bool gpu_flush_disabled();
 // Asks the driver about CUDA device `ordinal` and applies choose_gpu_flush.
+// GDRLAB_GDR_FLUSH_DISABLE / NCCL_GDR_FLUSH_DISABLE first (None), then GDRLAB_GDR_FORCE_FLUSH=1
+// (Read), then a C2C-attached GPU (Read, as NCCL forces its flush there), then the attributes.
 GpuFlush gpu_flush_for_device(int ordinal);
+// GDRLAB_GDR_FORCE_FLUSH=1: the RDMA-READ flush whatever the GPU reports; throws on other values.
+bool gpu_flush_forced();
 
 struct VerbsPathConfig : PathConfig {
   GpuRegistration gpu_registration = GpuRegistration::Auto;

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "verbs/env.h"
+#include "verbs/link_choice.h"
 
 namespace gdrlab {
 
@@ -29,6 +30,8 @@ std::vector<uint8_t> encode_conn_info(const ConnInfo& c) {
   for (uint8_t b : c.gid) w.u8(b);
   w.u8(c.gid_index);
   w.u8(c.roce_version);
+  w.u8(c.traffic_class);
+  w.u8(c.service_level);
   w.u32(c.rkey);
   w.u64(c.addr);
   w.u64(c.length);
@@ -50,6 +53,8 @@ static ConnInfo read_conn_info(BodyReader& r) {
   for (uint8_t& b : c.gid) b = r.u8();
   c.gid_index = r.u8();
   c.roce_version = r.u8();
+  c.traffic_class = r.u8();
+  c.service_level = r.u8();
   c.rkey = r.u32();
   c.addr = r.u64();
   c.length = r.u64();
@@ -61,6 +66,8 @@ static ConnInfo read_conn_info(BodyReader& r) {
     throw_protocol("verbs connection data: unknown link layer " + std::to_string(c.link_layer));
   if (c.mtu < ibv::IBV_MTU_256 || c.mtu > ibv::IBV_MTU_4096)
     throw_protocol("verbs connection data: MTU code " + std::to_string(c.mtu) + " is not 1..5");
+  if (c.service_level > 15)
+    throw_protocol("verbs connection data: service level " + std::to_string(c.service_level) + " is not 0..15");
   if (c.roce_version > 2) throw_protocol("verbs connection data: RoCE version " + std::to_string(c.roce_version) + " is not 0..2");
   return c;
 }
@@ -206,7 +213,23 @@ GidPolicy gid_policy_from_env() {
   return parse_gid_policy(values[0], values[1], values[2], names);
 }
 
-int select_gid_index(const std::vector<GidEntry>& table, const GidPolicy& policy) {
+namespace {
+int common_prefix_bits(const uint8_t a[16], const uint8_t b[16]) {
+  int n = 0;
+  for (int i = 0; i < 16; ++i) {
+    const uint8_t x = a[i] ^ b[i];
+    if (!x) {
+      n += 8;
+      continue;
+    }
+    for (int bit = 7; bit >= 0 && !(x >> bit & 1); --bit) ++n;
+    break;
+  }
+  return n;
+}
+}  // namespace
+
+int select_gid_index(const std::vector<GidEntry>& table, const GidPolicy& policy, const uint8_t* peer_gid) {
   const int want_version = policy.roce_version ? policy.roce_version : 2;  // NCCL's default is v2
   int best = -1;
   long best_score = -1;
@@ -223,6 +246,9 @@ int select_gid_index(const std::vector<GidEntry>& table, const GidPolicy& policy
     // global address over a link-local one.
     const int version_rank = e.roce_version == want_version ? 2 : e.roce_version ? 1 : 0;
     long score = version_rank * 4 + (v4 ? 2 : 0) + (link_local ? 0 : 1);
+    // Among equals, the address sharing the longest prefix with the peer's GID (its subnet), where
+    // the peer's is known: the passive side matches the active side's choice.
+    score = score * 256 + (peer_gid ? common_prefix_bits(e.gid, peer_gid) : 0);
     const bool tie_wins = e.roce_version ? e.index < best : e.index > best;
     if (score > best_score || (score == best_score && tie_wins)) {
       best_score = score;
@@ -316,73 +342,12 @@ QpAttrs qp_rts_attrs(uint32_t sq_psn) {
 }
 
 // ----------------------------------------------------------------------------------- RcLink
-namespace {
-
-// The port's GID table with RoCE versions: one _ibv_query_gid_table call (rdma-core 32+), which
-// reports each entry's type without sysfs (containers often cannot read gid_attrs/types); else
-// one ibv_query_gid per index with the type from sysfs (0, unknown, when unreadable).
-std::vector<GidEntry> gid_table(const Context& ctx, int port, int len) {
-  const VerbsApi& api = verbs();
-  std::vector<GidEntry> table;
-  if (api.query_gid_table) {
-    size_t total = 0;
-    for (const PortInfo& p : ctx.info().ports) total += static_cast<size_t>(std::max(p.gid_tbl_len, 0));
-    std::vector<ibv::ibv_gid_entry> raw(std::max<size_t>(total, 1));
-    long n = api.query_gid_table(ctx.get(), raw.data(), raw.size(), 0, sizeof(ibv::ibv_gid_entry));
-    if (n >= 0) {
-      for (long i = 0; i < n; ++i) {
-        const ibv::ibv_gid_entry& r = raw[static_cast<size_t>(i)];
-        if (static_cast<int>(r.port_num) != port) continue;
-        GidEntry e;
-        e.index = static_cast<int>(r.gid_index);
-        std::memcpy(e.gid, r.gid.raw, 16);
-        e.roce_version = r.gid_type == ibv::IBV_GID_TYPE_ROCE_V2 ? 2 : 1;
-        table.push_back(e);
-      }
-      return table;
-    }
-  }
-  for (int i = 0; i < len; ++i) {
-    GidEntry e;
-    e.index = i;
-    ibv::ibv_gid g;
-    std::memset(&g, 0, sizeof g);
-    if (api.query_gid(ctx.get(), static_cast<uint8_t>(port), i, &g) != 0) continue;
-    std::memcpy(e.gid, g.raw, 16);
-    e.roce_version = gid_roce_version(ctx.name(), port, i);
-    table.push_back(e);
-  }
-  return table;
-}
-
-int resolve_pkey_index(const Context& ctx, int port, const LinkConfig& cfg, int table_len) {
-  int index = cfg.pkey_index;
-  if (cfg.pkey >= 0) {
-    const VerbsApi& api = verbs();
-    if (!api.get_pkey_index)
-      throw_unavailable(api.library + " has no ibv_get_pkey_index (IBVERBS_1.5); set GDRLAB_IB_PKEY_INDEX instead");
-    index = api.get_pkey_index(ctx.get(), static_cast<uint8_t>(port), htons(static_cast<uint16_t>(cfg.pkey)));
-    if (index < 0) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "0x%04x", cfg.pkey);
-      throw_unavailable(std::string("P_Key ") + hex + " is not in " + ctx.name() + " port " + std::to_string(port) +
-                        "'s P_Key table (see /sys/class/infiniband/" + ctx.name() + "/ports/" + std::to_string(port) +
-                        "/pkeys/)");
-    }
-  }
-  if (table_len > 0 && index >= table_len)
-    throw_invalid("P_Key index " + std::to_string(index) + " is past " + ctx.name() + " port " + std::to_string(port) +
-                  "'s table of " + std::to_string(table_len));
-  return index;
-}
-
-}  // namespace
-
 RcLink::RcLink(std::shared_ptr<ProtectionDomain> pd, const LinkConfig& cfg) : pd_(std::move(pd)), cfg_(cfg) {
   if (cfg_.sq_depth < 4 || cfg_.rq_depth < 4) throw_invalid("queue depths must be at least 4");
   if (cfg_.timeout_ms <= 0) throw_invalid("timeout must be positive");
   const VerbsApi& api = verbs();
   const Context& ctx = *pd_->context();
+  if (const std::string why = rc_unsupported_reason(ctx.info()); !why.empty()) throw_unavailable(why);
   port_ = cfg_.port > 0 ? cfg_.port : ctx.active_port();
   ibv::ibv_port_attr pa = ctx.port_attr(port_);
   if (pa.state != ibv::IBV_PORT_ACTIVE)
@@ -394,27 +359,7 @@ RcLink::RcLink(std::shared_ptr<ProtectionDomain> pd, const LinkConfig& cfg) : pd
   grh_required_ = (pa.flags & ibv::IBV_QPF_GRH_REQUIRED) != 0;
   pkey_index_ = resolve_pkey_index(ctx, port_, cfg_, static_cast<int>(pa.pkey_tbl_len));
   if (link_layer_ == ibv::IBV_LINK_LAYER_ETHERNET) {
-    const std::vector<GidEntry> table = gid_table(ctx, port_, pa.gid_tbl_len);
-    if (cfg_.gid_index >= 0) {
-      gid_index_ = cfg_.gid_index;
-    } else {
-      const GidPolicy policy = cfg_.gid_policy_set ? cfg_.gid_policy : gid_policy_from_env();
-      gid_index_ = select_gid_index(table, policy);
-      if (gid_index_ < 0 && !policy.text.empty()) {
-        std::string listed;
-        for (const GidEntry& e : table)
-          if (std::any_of(e.gid, e.gid + 16, [](uint8_t b) { return b != 0; }))
-            listed += (listed.empty() ? "" : ", ") + std::to_string(e.index) + " " + gid_text(e.gid) +
-                      (e.roce_version ? " v" + std::to_string(e.roce_version) : " (type unknown)");
-        throw_unavailable(ctx.name() + " port " + std::to_string(port_) + " has no GID with " + policy.text +
-                          " (its GIDs: " + (listed.empty() ? "none" : listed) + ")");
-      }
-    }
-    if (gid_index_ < 0)
-      throw_unavailable(ctx.name() + " port " + std::to_string(port_) +
-                        " has no usable GID (no IP address on its netdev?); set GDRLAB_IB_GID_INDEX");
-    for (const GidEntry& e : table)
-      if (e.index == gid_index_) roce_version_ = e.roce_version;  // 0 where the type is unknown
+    gid_index_ = choose_gid_index(ctx, port_, cfg_, pa.gid_tbl_len, &roce_version_);
     gid_ = ctx.gid(port_, gid_index_);
   } else {
     gid_ = ctx.gid(port_, 0);
@@ -456,6 +401,8 @@ ConnInfo RcLink::local_info() const {
   std::memcpy(c.gid, gid_.raw, 16);
   c.gid_index = static_cast<uint8_t>(gid_index_);
   c.roce_version = static_cast<uint8_t>(roce_version_);
+  c.traffic_class = static_cast<uint8_t>(cfg_.traffic_class);
+  c.service_level = static_cast<uint8_t>(cfg_.service_level);
   return c;
 }
 
@@ -628,83 +575,6 @@ void RcLink::wait_for(Done done, const char* waiting_for) {
                     std::string("no completion within ") + std::to_string(cfg_.timeout_ms) + " ms while waiting for " +
                         waiting_for);
     }
-  }
-}
-
-// ------------------------------------------------------------------------------ FlushReader
-FlushReader::FlushReader(std::shared_ptr<ProtectionDomain> pd, const RcLink& link)
-    : pd_(std::move(pd)), timeout_ms_(link.config().timeout_ms) {
-  const VerbsApi& api = verbs();
-  sink_ = std::make_unique<uint64_t>(0);
-  sink_mr_ = MemoryRegion::register_host(pd_, sink_.get(), sizeof(uint64_t), ibv::IBV_ACCESS_LOCAL_WRITE);
-  cq_ = std::make_unique<CompletionQueue>(pd_->context(), 4);
-  ibv::ibv_qp_init_attr ia;
-  std::memset(&ia, 0, sizeof ia);
-  ia.send_cq = cq_->get();
-  ia.recv_cq = cq_->get();
-  ia.qp_type = ibv::IBV_QPT_RC;
-  ia.cap.max_send_wr = 2;
-  ia.cap.max_recv_wr = 0;  // it only reads; nothing is ever sent to it (as NCCL's flush QP)
-  ia.cap.max_send_sge = 1;
-  ia.cap.max_recv_sge = 1;
-  qp_ = std::make_unique<QueuePair>(pd_, &ia);
-  // The target side of the READ is this same QP: it must grant REMOTE_READ (the data QP does not).
-  QpAttrs init = qp_init_attrs(link.port(), ibv::IBV_ACCESS_LOCAL_WRITE | ibv::IBV_ACCESS_REMOTE_READ,
-                               link.pkey_index());
-  int rc = api.modify_qp(qp_->get(), &init.attr, init.mask);
-  if (rc) throw_verbs("ibv_modify_qp", rc, "RESET->INIT of the flush queue pair");
-  // Connected to itself: our own LID (InfiniBand) or GID (RoCE), our own QP number.
-  ConnInfo self = link.self_address();
-  self.qpn = qp_num();
-  self.psn = 0;
-  QpAttrs rtr = qp_rtr_attrs(link.port(), link.link_layer(), link.active_mtu(), link.gid_index(), self,
-                             link.address_options());
-  rc = api.modify_qp(qp_->get(), &rtr.attr, rtr.mask);
-  if (rc) throw_verbs("ibv_modify_qp", rc, "INIT->RTR of the flush queue pair (connected to itself)");
-  QpAttrs rts = qp_rts_attrs(0);
-  rc = api.modify_qp(qp_->get(), &rts.attr, rts.mask);
-  if (rc) throw_verbs("ibv_modify_qp", rc, "RTR->RTS of the flush queue pair");
-}
-
-void FlushReader::flush(uint64_t addr, uint32_t rkey) {
-  ibv::ibv_sge sge;
-  sge.addr = reinterpret_cast<uint64_t>(sink_.get());
-  sge.length = 1;
-  sge.lkey = sink_mr_->lkey();
-  ibv::ibv_send_wr wr;
-  std::memset(&wr, 0, sizeof wr);
-  wr.wr_id = ++posted_;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = ibv::IBV_WR_RDMA_READ;
-  wr.send_flags = ibv::IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = addr;
-  wr.wr.rdma.rkey = rkey;
-  ibv::ibv_send_wr* bad = nullptr;
-  int rc = ibv::post_send(qp_->get(), &wr, &bad);
-  if (rc) throw_verbs("ibv_post_send", rc, "the RDMA READ that flushes GPUDirect RDMA writes");
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
-  unsigned empty = 0;
-  while (completed_ < posted_) {
-    ibv::ibv_wc wc;
-    int n = ibv::poll_cq(cq_->get(), 1, &wc);
-    if (n < 0) throw_verbs("ibv_poll_cq", EIO, "flush queue pair");
-    if (n == 0) {
-      if ((++empty & 4095u) == 0 && Clock::now() > deadline)
-        throw Error(ErrorKind::PeerTimeout, "libibverbs", "ibv_poll_cq", 0,
-                    "the RDMA READ that flushes GPUDirect RDMA writes did not complete within " +
-                        std::to_string(timeout_ms_) + " ms");
-      continue;
-    }
-    if (wc.status != ibv::IBV_WC_SUCCESS)
-      throw Error(ErrorKind::Verbs, "libibverbs", "ibv_poll_cq", wc.status,
-                  std::string("the 1-byte RDMA READ that makes the peer's writes visible in GPU memory failed: ") +
-                      verbs().wc_status_str(wc.status) + " (vendor error " + std::to_string(wc.vendor_err) +
-                      "); the received data cannot be trusted. The HCA must be able to read the GPU buffer it "
-                      "writes (REMOTE_READ on its region and on the flush queue pair); NCCL_GDR_FLUSH_DISABLE=1 "
-                      "skips this flush as it does in NCCL");
-    if (wc.wr_id > completed_) completed_ = wc.wr_id;
   }
 }
 

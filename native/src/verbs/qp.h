@@ -10,6 +10,7 @@
 //                 NCCL's ADDR_FAMILY / ADDR_RANGE / ROCE_VERSION_NUM knobs narrow it (GidPolicy)
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,7 +22,7 @@
 namespace gdrlab {
 
 constexpr uint32_t kVerbsConnMagic = 0x53425256u;  // "VRBS" in memory order
-constexpr uint8_t kVerbsConnVersion = 2;  // 2: roce_version added
+constexpr uint8_t kVerbsConnVersion = 3;  // 2: roce_version added; 3: traffic_class, service_level
 
 struct ConnInfo {
   uint32_t qpn = 0;        // 24 bits
@@ -32,6 +33,8 @@ struct ConnInfo {
   uint8_t gid[16] = {};
   uint8_t gid_index = 0;   // the sender's own index (informational: the peer uses its own)
   uint8_t roce_version = 0;  // RoCE version of the sender's GID (1, 2; 0 unknown or InfiniBand)
+  uint8_t traffic_class = 0;  // the sender's GRH traffic class: a passive side adopts it (as NCCL)
+  uint8_t service_level = 0;  // the sender's SL (0..15), likewise
   uint32_t rkey = 0;       // the region the peer may write
   uint64_t addr = 0;
   uint64_t length = 0;
@@ -84,7 +87,11 @@ bool gid_in_range(const uint8_t gid[16], const GidPolicy& p);
 // The index to use on a RoCE port, or -1 when no entry qualifies (empty, unconfigured, or ruled
 // out by the policy). Ties go to the lower index when the type is known, to the higher when it
 // is not (mlx5 lists each address as v1, then v2).
-int select_gid_index(const std::vector<GidEntry>& table, const GidPolicy& policy = GidPolicy());
+// peer_gid (16 bytes, or nullptr): among entries of the best class, the one sharing the longest
+// prefix with the peer's GID wins, so a port with addresses in several subnets or VLANs pairs with
+// the peer's.
+int select_gid_index(const std::vector<GidEntry>& table, const GidPolicy& policy = GidPolicy(),
+                     const uint8_t* peer_gid = nullptr);
 bool gid_is_ipv4_mapped(const uint8_t gid[16]);
 std::string gid_text(const uint8_t gid[16]);  // inet_ntop's IPv6 form
 
@@ -120,6 +127,8 @@ struct LinkConfig {
   int traffic_class = 0;   // AddressOptions::traffic_class
   int pkey_index = 0;      // index into the port's P_Key table
   int pkey = -1;           // a P_Key value (resolved to its index with ibv_get_pkey_index); -1: use pkey_index
+  bool have_peer_gid = false;   // the peer's GID is known before ours is chosen (the passive side)
+  uint8_t peer_gid[16] = {};
   bool gid_policy_set = false;  // false: gid_policy_from_env() when the index is chosen
   GidPolicy gid_policy;
 };
@@ -219,7 +228,12 @@ class FlushReader {
   std::shared_ptr<ProtectionDomain> pd_;
   int timeout_ms_ = 10000;
   // Reverse order on destruction: the QP first, then its CQ, then the host word's region.
-  std::unique_ptr<uint64_t> sink_;
+  // A whole page of its own: with fork protection on (kernels before 5.13), registering it marks
+  // its page MADV_DONTFORK, which must not take neighbouring heap objects with it.
+  struct FreeDeleter {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint64_t, FreeDeleter> sink_;
   std::unique_ptr<MemoryRegion> sink_mr_;
   std::unique_ptr<CompletionQueue> cq_;
   std::unique_ptr<QueuePair> qp_;

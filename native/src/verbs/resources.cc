@@ -55,6 +55,10 @@ DeviceInfo describe(const VerbsApi& api, ibv::ibv_context* ctx, const std::strin
   int rc = api.query_device(ctx, &a);
   if (rc) throw_verbs("ibv_query_device", rc > 0 ? rc : errno, name);
   d.fw_ver = std::string(a.fw_ver, strnlen(a.fw_ver, sizeof a.fw_ver));
+  if (ctx->device) {
+    d.node_type = ctx->device->node_type;
+    d.transport_type = ctx->device->transport_type;
+  }
 #define GDRLAB_COPY(f) d.f = a.f;
   GDRLAB_DEVICE_FIELDS(GDRLAB_COPY)
 #undef GDRLAB_COPY
@@ -178,6 +182,23 @@ std::string read_line(const std::string& path) {
 
 }  // namespace
 
+std::string rc_unsupported_reason(const DeviceInfo& d) {
+  const std::string need = "the verbs wire needs RC queue pairs with RDMA WRITE WITH IMMEDIATE (InfiniBand or RoCE)";
+  bool unspecified_link = !d.ports.empty();
+  for (const PortInfo& p : d.ports) unspecified_link = unspecified_link && p.link_layer == ibv::IBV_LINK_LAYER_UNSPECIFIED;
+  if (d.vendor_id == 0x1d0f || d.node_type == ibv::IBV_NODE_UNSPECIFIED ||
+      d.transport_type == ibv::IBV_TRANSPORT_UNSPECIFIED || unspecified_link)
+    return d.name + " is an AWS Elastic Fabric Adapter (EFA" + (d.vendor_id == 0x1d0f ? ", vendor 0x1d0f" : "") +
+           "): it has no RC queue pairs, only UD and SRD; " + need +
+           ". On EFA use SRD through libfabric's efa provider (NCCL: aws-ofi-nccl; fi_pingpong -p efa to test)";
+  if (d.transport_type == ibv::IBV_TRANSPORT_IWARP || d.node_type == ibv::IBV_NODE_RNIC)
+    return d.name + " is an iWARP device: iWARP has no immediate data and connects through RDMA-CM only; " + need +
+           ". Switch the NIC to RoCE where it can (irdma: the roce_ena module option) or use a RoCE/InfiniBand HCA";
+  if (d.transport_type == ibv::IBV_TRANSPORT_USNIC || d.transport_type == ibv::IBV_TRANSPORT_USNIC_UDP)
+    return d.name + " is a Cisco usNIC: it has only UD-style queue pairs; " + need;
+  return "";
+}
+
 std::vector<DeviceInfo> verbs_devices() {
   std::vector<DeviceInfo> out;
   VerbsStatus st = verbs_status();
@@ -234,6 +255,22 @@ bool dmabuf_errno_means_unsupported(int err) {
   return err == EOPNOTSUPP || err == ENOTSUP || err == EPROTONOSUPPORT || err == ENOTTY || err == ENOSYS;
 }
 
+bool dmabuf_probe(const std::shared_ptr<Context>& ctx, int* errno_out) {
+  const VerbsApi& api = verbs();
+  if (errno_out) *errno_out = 0;
+  if (!api.reg_dmabuf_mr) return false;
+  ProtectionDomain pd(ctx);
+  errno = 0;
+  ibv::ibv_mr* mr = api.reg_dmabuf_mr(pd.get(), 0, 0, 0, -1, 0);
+  const int err = errno;
+  if (mr) {  // nothing should accept fd -1; give it back all the same
+    api.dereg_mr(mr);
+    return true;
+  }
+  if (errno_out) *errno_out = err;
+  return !dmabuf_errno_means_unsupported(err);
+}
+
 void fork_protect_once() {
   // Kernels before 5.13 do not copy pinned pages on fork: a fork (IPython `!cmd`, subprocess,
   // multiprocessing) while a host region is registered leaves the HCA writing into pages the
@@ -250,7 +287,7 @@ void fork_protect_once() {
 }
 
 // --------------------------------------------------------------------------------- Context
-Context::Context(const std::string& name, int gpu) {
+Context::Context(const std::string& name, int gpu, bool warn_distance) {
   const VerbsApi& api = verbs();
   const HcaFilter filter = name.empty() ? hca_filter_from_env() : HcaFilter();
   const std::string gpu_path = gpu_pci_path(gpu);
@@ -265,7 +302,7 @@ Context::Context(const std::string& name, int gpu) {
   // CPU. Once per process and pair (a server opens the device for every test).
   const std::string hca_path = hca_pci_path(name_);
   gpu_distance_ = cpu_crossing_code(gpu_path, hca_path);
-  if (!gpu_distance_.empty()) {
+  if (!gpu_distance_.empty() && warn_distance) {
     static std::mutex mu;
     static std::set<std::string> warned;
     std::lock_guard<std::mutex> lock(mu);
@@ -372,7 +409,11 @@ std::unique_ptr<MemoryRegion> MemoryRegion::register_device(std::shared_ptr<Prot
       const uint64_t span = (offset + length + page - 1) / page * page;
       cuda_use(device);
       int fd = -1;
+      // Timed with the import: peer memory's ibv_reg_mr includes nvidia_p2p_get_pages, so a
+      // dma-buf registration's cost is the export plus the import.
+      const auto t_export = Clock::now();
       CUresult r = cu.cuMemGetHandleForAddressRange(&fd, base, span, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+      m->export_s_ = since(t_export);
       if (r != CUDA_SUCCESS) {
         try {
           cuda_check(r, "cuMemGetHandleForAddressRange", __FILE__, __LINE__);
@@ -384,7 +425,7 @@ std::unique_ptr<MemoryRegion> MemoryRegion::register_device(std::shared_ptr<Prot
         errno = 0;
         const int flags = access | (relaxed_ordering_wanted() ? ibv::IBV_ACCESS_RELAXED_ORDERING : 0);
         m->mr_ = api.reg_dmabuf_mr(m->pd_->get(), offset, length, addr, fd, flags);
-        m->reg_s_ = since(t0);
+        m->reg_s_ = m->export_s_ + since(t0);
         int err = errno ? errno : EINVAL;
         // The MR holds its own reference to the dma-buf; our descriptor is no longer needed.
         ::close(fd);
@@ -414,6 +455,7 @@ std::unique_ptr<MemoryRegion> MemoryRegion::register_device(std::shared_ptr<Prot
   m->reg_s_ = since(t0);
   if (!m->mr_) throw_verbs("ibv_reg_mr", errno ? errno : EINVAL, std::to_string(length) + " bytes of GPU memory", true);
   m->mechanism_ = MrMechanism::PeerMem;
+  m->export_s_ = 0;  // a refused export attempt is not part of this registration
   m->fallback_ = dmabuf_why;
   return m;
 }

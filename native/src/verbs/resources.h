@@ -17,6 +17,8 @@
 
 namespace gdrlab {
 
+class Context;
+
 // The fields PortInfo and DeviceInfo copy from ibv_port_attr and ibv_device_attr under the same
 // names: one list for the copy here and for the dictionaries the binding builds.
 #define GDRLAB_PORT_FIELDS(X) \
@@ -51,8 +53,15 @@ struct DeviceInfo {
   int max_cqe = 0;
   int max_mr = 0;
   uint64_t max_mr_size = 0;
+  int node_type = 1;       // ibv_node_type of the device (1 CA, 4 RNIC, 7 unspecified: EFA)
+  int transport_type = 0;  // ibv_transport_type (0 IB, covering RoCE; 1 iWARP; 4 unspecified)
   std::vector<PortInfo> ports;
 };
+
+// "" when the device can carry the verbs wire (RC queue pairs with RDMA WRITE WITH IMMEDIATE:
+// InfiniBand or RoCE), else one line saying what the device is and what it supports instead
+// (EFA: SRD through libfabric; iWARP: no immediate data, RDMA-CM only).
+std::string rc_unsupported_reason(const DeviceInfo& d);
 
 PortInfo port_info(int port, const ibv::ibv_port_attr& a);
 
@@ -71,6 +80,13 @@ bool peermem_loaded(std::string* version = nullptr);
 // falls back to peer memory; false for real errors (EINVAL, EFAULT, EBADF...), which are raised.
 bool dmabuf_errno_means_unsupported(int err);
 
+// NCCL's dma-buf probe (net_ib/init.cc): ibv_reg_dmabuf_mr(pd, 0, 0, 0, fd = -1, 0) on a fresh PD.
+// A kernel and provider that support dma-buf look at the descriptor and answer EBADF (or another
+// error about the arguments); one without answers EOPNOTSUPP / EPROTONOSUPPORT / ENOTTY / ENOSYS.
+// This sees MLNX_OFED backports that the kernel version hides. `errno_out` gets the answer (0:
+// the library lacks the symbol). Opens nothing but a PD on `ctx`.
+bool dmabuf_probe(const std::shared_ptr<Context>& ctx, int* errno_out);
+
 // Calls ibv_fork_init once per process before the first registration (GDRLAB_IB_FORK_INIT=0: not).
 void fork_protect_once();
 
@@ -85,7 +101,9 @@ class Context {
   // first listed). With gpu >= 0, an HCA the GPU reaches only through the CPU prints a warning
   // (gpu_distance_warning) on stderr. Throws Unavailable when no device exists (with verbs_status's reason) or the
   // named device is not there.
-  explicit Context(const std::string& name = "", int gpu = -1);
+  // warn_distance false (the host path, which chooses by the GPU but never touches its memory):
+  // no distance warning.
+  explicit Context(const std::string& name = "", int gpu = -1, bool warn_distance = true);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -159,7 +177,10 @@ class MemoryRegion {
   MrMechanism mechanism() const { return mechanism_; }
   // Why dma-buf was not used when the mechanism is PeerMem (empty otherwise).
   const std::string& fallback_reason() const { return fallback_; }
+  // The whole registration; for dma-buf the export (cuMemGetHandleForAddressRange) plus the
+  // import (ibv_reg_dmabuf_mr), with the export alone in export_seconds (0 otherwise).
   double reg_seconds() const { return reg_s_; }
+  double export_seconds() const { return export_s_; }
   double dereg_seconds() const { return dereg_s_; }
   bool closed() const { return mr_ == nullptr; }
 
@@ -172,6 +193,7 @@ class MemoryRegion {
   MrMechanism mechanism_ = MrMechanism::Host;
   std::string fallback_;
   double reg_s_ = 0;
+  double export_s_ = 0;
   double dereg_s_ = 0;
 };
 

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
 
 #include "core/budget.h"
 #include "core/cuda_api.h"
@@ -24,8 +27,11 @@ VerbsPathConfig config_of(const TestSpec& s, const VerbsSelection& sel, bool ser
   return c;
 }
 
-LinkConfig link_config(const VerbsSelection& sel, int timeout_ms) {
+// window: the test's messages in flight; the receive queue holds at least that many, so a window
+// above the default depth never meets receiver-not-ready NAKs (0.64 ms back-off each).
+LinkConfig link_config(const VerbsSelection& sel, int timeout_ms, uint32_t window = 1) {
   LinkConfig lc;
+  lc.rq_depth = std::max(lc.rq_depth, static_cast<int>(std::min<uint32_t>(window, 1u << 16)));
   lc.port = sel.port;
   lc.gid_index = sel.gid_index;
   lc.timeout_ms = timeout_ms;
@@ -71,6 +77,13 @@ VerbsSelection verbs_selection_from_env() {
   s.gid_index = env_int2("GDRLAB_IB_GID_INDEX", "NCCL_IB_GID_INDEX", -1, 255, -1);
   s.traffic_class = env_int2("GDRLAB_IB_TC", "NCCL_IB_TC", 0, 255, 0);
   s.service_level = env_int2("GDRLAB_IB_SL", "NCCL_IB_SL", 0, 15, 0);
+  auto set = [](const char* a, const char* b) {
+    const char* x = std::getenv(a);
+    const char* y = std::getenv(b);
+    return (x && *x) || (y && *y);
+  };
+  s.traffic_class_set = set("GDRLAB_IB_TC", "NCCL_IB_TC");
+  s.service_level_set = set("GDRLAB_IB_SL", "NCCL_IB_SL");
   // NCCL_IB_PKEY is an index into the port's P_Key table; GDRLAB_IB_PKEY is a P_Key value (0x8001).
   s.pkey_index = env_int2("GDRLAB_IB_PKEY_INDEX", "NCCL_IB_PKEY", 0, 65535, 0);
   s.pkey = env_int("GDRLAB_IB_PKEY", 0, 0xFFFF, -1, 0);
@@ -86,6 +99,21 @@ VerbsSelection verbs_selection_from_env() {
 
 // ------------------------------------------------------------------------------ server side
 namespace {
+
+// The server's HCA per (name, GPU, filter): opened once and kept, not once per test.
+std::shared_ptr<Context> server_context(const std::string& name, int gpu, bool warn) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<Context>> cache;
+  const char* f1 = std::getenv("GDRLAB_IB_HCA");
+  const char* f2 = std::getenv("NCCL_IB_HCA");
+  const std::string key = name + "|" + std::to_string(gpu) + "|" + (warn ? "w" : "") + "|" + (f1 ? f1 : "") + "|" + (f2 ? f2 : "");
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  auto ctx = std::make_shared<Context>(name, gpu, warn);
+  cache[key] = ctx;
+  return ctx;
+}
 
 void serve_connect(Server& server, TcpWire& wire, const std::vector<uint8_t>& body, const RefusalLog& refused) {
   TestSpec spec;
@@ -106,9 +134,17 @@ void serve_connect(Server& server, TcpWire& wire, const std::vector<uint8_t>& bo
     check_endpoint(Wire::Verbs, &checked, nullptr, 0);
     if (path_needs_gpu(cfg.path)) cuda_context(cfg.device);  // "GPU N does not exist" before anything else
     held = server.budget().reserve(VerbsEndpoint::serving_memory(checked));
-    const int gpu = path_needs_gpu(cfg.path) ? cfg.device : -1;  // the HCA nearest it, unless named
-    auto pd = std::make_shared<ProtectionDomain>(std::make_shared<Context>(sel.device, gpu));
-    ep = std::make_unique<VerbsEndpoint>(cfg, std::make_unique<RcLink>(pd, link_config(sel, 30000)));
+    // The HCA nearest this server's GPU for every path, host included, unless named.
+    auto pd = std::make_shared<ProtectionDomain>(server_context(sel.device, cfg.device, path_needs_gpu(cfg.path)));
+    // As NCCL's passive side: the client's class and level, unless this side names its own.
+    if (!sel.traffic_class_set) sel.traffic_class = remote.traffic_class;
+    if (!sel.service_level_set) sel.service_level = remote.service_level;
+    LinkConfig lc = link_config(sel, 30000, spec.window);
+    if (remote.link_layer == ibv::IBV_LINK_LAYER_ETHERNET) {  // RoCE: a GID in the client's subnet
+      lc.have_peer_gid = true;
+      std::memcpy(lc.peer_gid, remote.gid, 16);
+    }
+    ep = std::make_unique<VerbsEndpoint>(cfg, std::make_unique<RcLink>(pd, lc));
     ep->set_remote(remote);
     ep->link().connect(remote);
   });
@@ -150,17 +186,20 @@ VerbsClient::VerbsClient(const std::string& host, int port, const std::string& t
 
 void VerbsClient::close() {
   if (session_) session_->close();
-  pd_.reset();
+  pds_.clear();
 }
 
 VerbsRunResult VerbsClient::run(const TestSpec& spec, Buffer* user, size_t offset) {
   session_->wire();  // throws PeerClosed after close() or a dropped session
   check_spec_common(spec, "verbs");
   VerbsPathConfig cfg = config_of(spec, sel_, false);
-  if (!pd_)  // the HCA nearest this test's GPU, unless GDRLAB_IB_DEV names one; kept for the session
-    pd_ = std::make_shared<ProtectionDomain>(
-        std::make_shared<Context>(sel_.device, path_needs_gpu(cfg.path) ? cfg.device : -1));
-  VerbsEndpoint ep(cfg, std::make_unique<RcLink>(pd_, link_config(sel_, timeout_ms_)), user, offset);
+  // The HCA nearest this test's GPU (--device, host path included), unless GDRLAB_IB_DEV names one;
+  // kept for the session, one per GPU.
+  const bool gpu_path = path_needs_gpu(cfg.path);
+  std::shared_ptr<ProtectionDomain>& pd = pds_[static_cast<int>(cfg.device) * 2 + gpu_path];
+  if (!pd)
+    pd = std::make_shared<ProtectionDomain>(std::make_shared<Context>(sel_.device, static_cast<int>(cfg.device), gpu_path));
+  VerbsEndpoint ep(cfg, std::make_unique<RcLink>(pd, link_config(sel_, timeout_ms_, spec.window)), user, offset);
   VerbsRunResult res;
   res.mechanism = ep.mechanism();
   res.device_name = ep.link().device_name();
@@ -168,6 +207,8 @@ VerbsRunResult VerbsClient::run(const TestSpec& spec, Buffer* user, size_t offse
   res.link_layer = ep.link().link_layer();
   res.gid_index = ep.link().gid_index();
   res.gpu_hops = ep.link().pd()->context()->gpu_hops();
+  res.traffic_class = sel_.traffic_class;
+  res.service_level = sel_.service_level;
   return session_->guarded([&](TcpWire& w) {
     ConnInfo mine = ep.link().local_info();
     ep.describe_region(&mine);
@@ -178,6 +219,8 @@ VerbsRunResult VerbsClient::run(const TestSpec& spec, Buffer* user, size_t offse
     res.peer_mechanism = r.text(64);
     r.done();
     ConnInfo remote = decode_conn_info(reinterpret_cast<const uint8_t*>(info.data()), info.size());
+    res.peer_traffic_class = remote.traffic_class;
+    res.peer_service_level = remote.service_level;
     ep.set_remote(remote);
     ep.link().connect(remote);
     res.path_mtu = choose_path_mtu(ep.link().active_mtu(), remote.mtu);

@@ -16,6 +16,7 @@
 // (auto | dmabuf | peermem: how GPU memory is registered; default auto), on each side.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,7 +28,9 @@
 namespace gdrlab {
 
 // Makes `server` answer CONNECT: one verbs test per request, on the server's own GPU
-// (ServerLimits::device, whatever the client asks), its buffers reserved from the server's memory
+// (ServerLimits::device, whatever the client asks), on the HCA nearest that GPU for every path
+// (host included: one NIC per run), opened once per server and kept (the distance ranking opens
+// every candidate); the traffic class and SL are the client's unless set on the server; its buffers reserved from the server's memory
 // budget before anything is allocated. A test this side cannot set up (or that does not fit the
 // budget) is answered with an ERROR frame and the session continues.
 void add_verbs_wire(Server& server);
@@ -42,6 +45,8 @@ struct VerbsRunResult : RunResult {
   int gid_index = 0;
   int path_mtu = 0;              // ibv_mtu code
   int gpu_hops = -1;             // PCIe hops HCA-GPU when the HCA was chosen by distance, else -1
+  int traffic_class = 0, service_level = 0;            // this side's, as sent
+  int peer_traffic_class = 0, peer_service_level = 0;  // the server's (it adopts ours unless set there)
 };
 
 struct VerbsSelection {
@@ -50,6 +55,7 @@ struct VerbsSelection {
   int gid_index = -1;
   int traffic_class = 0;   // GDRLAB_IB_TC or NCCL_IB_TC
   int service_level = 0;   // GDRLAB_IB_SL or NCCL_IB_SL
+  bool traffic_class_set = false, service_level_set = false;  // named by a variable on this side
   int pkey_index = 0;      // GDRLAB_IB_PKEY_INDEX or NCCL_IB_PKEY
   int pkey = -1;           // GDRLAB_IB_PKEY (a P_Key value, hex or decimal)
   GpuRegistration registration = GpuRegistration::Auto;
@@ -70,7 +76,8 @@ class VerbsClient {
   std::unique_ptr<ClientSession> session_;
   int timeout_ms_;
   VerbsSelection sel_;
-  std::shared_ptr<ProtectionDomain> pd_;
+  // One protection domain per GPU the session's tests name: each on the HCA nearest that GPU.
+  std::map<int, std::shared_ptr<ProtectionDomain>> pds_;
 };
 
 }  // namespace gdrlab
