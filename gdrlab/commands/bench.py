@@ -8,8 +8,23 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InvalidArgument
-from ..vocab import BENCH_MODES, BENCH_TABLE_COLUMNS, DEFAULT_CHUNK_BYTES, DEFAULT_PIPELINE_DEPTH, WIRES, paths_over
-from ._common import Subparsers, add_command, emit_json, parse_decimal, parse_whole, printable, table
+from ..vocab import (
+    BENCH_MODES,
+    BENCH_TABLE_COLUMNS,
+    DEFAULT_CHUNK_BYTES,
+    DEFAULT_PIPELINE_DEPTH,
+    WIRES,
+    paths_over,
+)
+from ._common import (
+    Subparsers,
+    add_command,
+    emit_json,
+    parse_decimal,
+    parse_whole,
+    printable,
+    table,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,6 +73,9 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p.add_argument("--sl", default=None, help="verbs: InfiniBand service level 0..15 (default $GDRLAB_IB_SL, 0)")
     p.add_argument("--pkey-index", default=None,
                    help="verbs: index in the port's P_Key table (default $GDRLAB_IB_PKEY_INDEX, 0)")
+    p.add_argument("--explain", action="store_true",
+                   help="beside each row: the model's prediction for this machine (from what `gdrlab doctor` "
+                        "reads), the bottleneck and a verdict (normal, low with the likeliest causes, high)")
     p.add_argument("--mpi", action="store_true",
                    help="run as two MPI ranks (mpirun -n 2): rank 1 serves, rank 0 measures")
     return p
@@ -73,13 +91,42 @@ def _progress(args: argparse.Namespace) -> Callable[[int, int, dict[str, Any]], 
     return progress
 
 
+EXPLAIN_COLUMNS = ("model_lat_us", "model_bw_gbps", "bottleneck", "verdict", "likely_causes")
+
+
+def _explained(df: pd.DataFrame, device: Any) -> pd.DataFrame:
+    """``df`` with the model of this machine beside each row (works without a GPU: host rows)."""
+    from ..hw import discover
+    from ..model import explain_rows, profile_from_machine
+    from ..model.machine import facts_from_doctor
+
+    cpu = None
+    try:
+        with open("/proc/cpuinfo") as fh:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), None)
+    except OSError:
+        pass
+    try:
+        dev = int(device)
+    except (TypeError, ValueError):
+        dev = 0
+    prof = profile_from_machine(facts_from_doctor(discover(probe_libs=False), cpu, dev))
+    out = explain_rows(df, prof)
+    out.attrs = {**df.attrs, "model_profile": prof.name, "model": prof.description}
+    return out
+
+
 def _print(df: pd.DataFrame, args: argparse.Namespace) -> None:
+    if getattr(args, "explain", False):
+        df = _explained(df, getattr(args, "device", 0))
     rows = df.to_dict(orient="records")
     if args.json:
-        emit_json({"rows": rows, "provenance": df.attrs.get("provenance", {})})
+        extra = {"model": df.attrs["model"]} if "model" in df.attrs else {}
+        emit_json({"rows": rows, "provenance": df.attrs.get("provenance", {}), **extra})
     else:
-        print(table([{k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows],
-                    list(BENCH_TABLE_COLUMNS)))
+        cols = list(BENCH_TABLE_COLUMNS) + ([c for c in EXPLAIN_COLUMNS if c in df.columns]
+                                            if getattr(args, "explain", False) else [])
+        print(table([{k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows], cols))
 
 
 def _recorded_hint(path: str) -> str:
@@ -193,8 +240,12 @@ def run(args: argparse.Namespace) -> int:
                                                   ("--pkey-index", args.pkey_index)))
         apply_link_options(tclass, sl, pkey_index)
     if args.mpi:
+        from ..transfer.driver import options
         from ..transfer.mpi import bench_mpi
-        status, df = bench_mpi(args, chunk, _progress(args))
+        opts = options(args.path, args.sizes, args.iters, mode=args.mode, wire=args.wire, chunk=chunk,
+                       depth=args.depth, device=args.device, window=args.window, warmup=args.warmup,
+                       timeout_s=args.timeout)
+        status, df = bench_mpi(opts, _progress(args), peer=args.peer, local_peer=args.local_peer)
         if df is not None:
             _print(df, args)
         return status

@@ -133,41 +133,53 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     if action == "crossover":
-        if not args.a or not args.b:
-            raise InvalidArgument("crossover needs --a PATH and --b PATH")
-        found = model.crossings(prof, args.a, args.b, **kw)
-        size = next((c["size"] for c in found if c["faster"] == args.b), None)
-        notes = _chunk_notes(model, (args.a, args.b), found)
-        doc = {"profile": prof.name, "a": args.a, "b": args.b, "crossover_bytes": size, "crossings": found,
-               "provenance": prov, "notes": notes}
-        if args.json:
-            emit_json(doc)
-            return 0
-        if size is None:
-            print(f"{args.b} never beats {args.a} on {prof.name} ({prof.placement}, 1 B to 1 GiB)  {label}")
-        else:
-            print(f"{args.b} beats {args.a} from {_size_text(size)} on {prof.name} ({prof.placement})  {label}")
-        later = [c for c in found if c["size"] > size] if size is not None else []
-        for c in later:
-            print(f"  then {c['faster']} is faster again from {_size_text(c['size'])}")
-        for n in notes:
-            print(f"note: {n}")
-        return 0
+        return _crossover(model, args, prof, kw, prov, label)
 
     if action == "policy":
-        paths = _paths(args)
-        pol = model.hybrid_policy(prof, paths, **kw)
-        notes = _chunk_notes(model, [r["path"] for r in pol], pol)
-        if args.json:
-            emit_json({"profile": prof.name, "policy": pol, "provenance": prov, "notes": notes})
-        else:
-            print(f"hybrid policy on {prof.name} ({prof.placement})  {label}")
-            print(table(pol, ["lo", "hi", "path"]))
-            for n in notes:
-                print(f"note: {n}")
-        return 0
+        return _policy(model, args, prof, kw, prov, label)
 
     return _predict(model, args, prof, kw, label)
+
+
+def _crossover(model: ModuleType, args: argparse.Namespace, prof: Profile, kw: _Options, prov: dict[str, Any],
+               label: str) -> int:
+    from ..errors import InvalidArgument
+
+    if not args.a or not args.b:
+        raise InvalidArgument("crossover needs --a PATH and --b PATH")
+    found = model.crossings(prof, args.a, args.b, **kw)
+    size = next((c["size"] for c in found if c["faster"] == args.b), None)
+    notes = _chunk_notes(model, (args.a, args.b), found)
+    doc = {"profile": prof.name, "a": args.a, "b": args.b, "crossover_bytes": size, "crossings": found,
+           "provenance": prov, "notes": notes}
+    if args.json:
+        emit_json(doc)
+        return 0
+    if size is None:
+        print(f"{args.b} never beats {args.a} on {prof.name} ({prof.placement}, 1 B to 1 GiB)  {label}")
+    else:
+        print(f"{args.b} beats {args.a} from {_size_text(size)} on {prof.name} ({prof.placement})  {label}")
+    later = [c for c in found if c["size"] > size] if size is not None else []
+    for c in later:
+        print(f"  then {c['faster']} is faster again from {_size_text(c['size'])}")
+    for n in notes:
+        print(f"note: {n}")
+    return 0
+
+
+def _policy(model: ModuleType, args: argparse.Namespace, prof: Profile, kw: _Options, prov: dict[str, Any],
+            label: str) -> int:
+    paths = _paths(args)
+    pol = model.hybrid_policy(prof, paths, **kw)
+    notes = _chunk_notes(model, [r["path"] for r in pol], pol)
+    if args.json:
+        emit_json({"profile": prof.name, "policy": pol, "provenance": prov, "notes": notes})
+    else:
+        print(f"hybrid policy on {prof.name} ({prof.placement})  {label}")
+        print(table(pol, ["lo", "hi", "path"]))
+        for n in notes:
+            print(f"note: {n}")
+    return 0
 
 
 def _predict(model: ModuleType, args: argparse.Namespace, prof: Profile, kw: _Options, label: str) -> int:

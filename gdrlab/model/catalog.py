@@ -1,339 +1,76 @@
-"""The shipped hardware profiles, each parameter with its source.
+"""The one registry of builtin profiles: every name `gdrlab model --list` shows, in its order.
 
-``h200-lab`` is not here: it is fitted to recorded measurements by
-:mod:`gdrlab.model.calibrate_h200` and stored as ``profiles/h200-lab.json``.
+Most profiles are written in Python, each parameter with its source (:mod:`.catalog_classic`,
+:mod:`.catalog_2026`); parameters that follow from a profile's own links and host class are filled
+in by :mod:`.relations`. A profile fitted to recorded measurements is a data file written by its
+calibration script (``h200-lab``: ``profiles/h200-lab.json``, by :mod:`.calibrate_h200`) and is
+registered here by name like the others. Nothing outside this table is a builtin profile.
 
 Where a value is not a published figure it says so ("assumed", "derived"). A derived value was
 chosen so that the profile reproduces a published figure named in its source.
 """
 from __future__ import annotations
 
-__all__ = ["BUILTIN"]
+import json
+from collections.abc import Callable
+from pathlib import Path
 
-KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+from ..errors import InvalidArgument
+from . import catalog_2026 as new
+from . import catalog_classic as classic
+from .relations import complete
 
-# Sources quoted by several profiles.
-SEED1 = "seed 1 (Kepler + ConnectX-3 FDR 56 Gb/s, 2014 figures, MPI level)"
-NV2014 = "NVIDIA blog 'Benchmarking GPUDirect RDMA on Modern Server Platforms' (2014)"
-MV2 = "MVAPICH2-GDR user guide"
-GDRCOPY = "gdrcopy README (V100)"
-RDMA_DOC = "NVIDIA GPUDirect RDMA documentation (pinning granularity: 64 KiB GPU pages)"
-PCIE3_X16 = "PCIe 3.0 x16: 8 GT/s x 16 lanes, 128b/130b = 15.75 GB/s per direction"
-PCIE2_X16 = "PCIe 2.0 x16: 5 GT/s x 16 lanes, 8b/10b = 8.0 GB/s per direction"
-PCIE3_X8 = "PCIe 3.0 x8: 8 GT/s x 8 lanes, 128b/130b = 7.88 GB/s per direction"
-PCIE5_X16 = "PCIe 5.0 x16: 32 GT/s x 16 lanes, 128b/130b = 63.0 GB/s per direction"
-FDR = "InfiniBand FDR 4x: 14.0625 Gb/s x 4 lanes, 64b/66b = 54.5 Gb/s = 6.8 GB/s"
-EDR = "InfiniBand EDR 4x: 100 Gb/s data rate = 12.5 GB/s"
-NDR = "InfiniBand NDR 4x (ConnectX-7): 400 Gb/s data rate = 50 GB/s"
-IB_EFF = ("derived: a 4096-byte InfiniBand MTU carries about 30-40 B of headers per packet (LRH 8, BTH 12, "
-          "ICRC 4, VCRC 2, RETH 16 on the first): 0.99; link-level credits and ACKs take 1-2% more (assumed)")
-ISSUE = "assumed: a cuMemcpyAsync queued behind others costs its launch (a few us), not the synchronous latency"
-LOADS = ("assumed: an uncached 8-byte load through BAR1 is one PCIe read round trip (about 0.2 us); reads "
-         "below 64 B chain such loads")
-REMOTE = "assumed: a CPU on the other socket reaches about 70% of the local BAR1 copy rate (one QPI/UPI hop)"
-SWITCH = ("a PCIe switch forwards peer traffic between its ports at their link rate: not a limit below the "
-          "route's links (GPU link, NIC link, wire)")
-H200 = "measured on an NVIDIA H200, PCIe Gen5 x16, CUDA 13.0 (kit's curriculum notes)"
-H200X2 = "measured on a 2x H200 NVLink machine (kit's curriculum notes)"
-RESERVED = ("assumed: the driver keeps part of BAR1 for its own mappings (NVML reports BAR1 in use "
-            "on an idle GPU); 32 MiB kept back")
-PERFTEST241 = ("scaled from perftest issue #241: ib_write_bw --use_cuda across sockets 11 GB/s vs "
-               "23 GB/s from host memory (A30, 200 Gb/s): 0.48 of the wire")
+__all__ = ["BUILTIN", "FITTED", "PROFILE_DIR", "names", "document"]
 
+PROFILE_DIR = Path(__file__).with_name("profiles")
 
-def _kepler_topology(gpu: dict) -> dict:
-    return {"sockets": 2, "peer_access": False, "peer_link": "pcie",
-            "peer_access_reason": "GPU0 and GPU1 sit on different sockets and Sandy/Ivy Bridge "
-                                  "do not carry peer-to-peer traffic across QPI",
-            "devices": {
-                "GPU0": {**gpu, "socket": 0, "host_bridge": "socket0", "switch": None},
-                "NIC0": {"kind": "nic", "name": "ConnectX-3 FDR (mlx4_0)", "socket": 0, "host_bridge": "socket0",
-                         "switch": None},
-                "GPU1": {**gpu, "socket": 1, "host_bridge": "socket1", "switch": None},
-            }}
+#: name -> a function building the profile's document (parameters as (value, source)).
+BUILTIN: dict[str, Callable[[], dict]] = {
+    "kepler-snb-2013": classic.kepler_snb,
+    "kepler-ivb-2014": classic.kepler_ivb,
+    "volta-dgx1": classic.volta_dgx1,
+    "hopper-ndr": classic.hopper_ndr,
+    "a100-hdr": new.a100_hdr,
+    "gh200": new.gh200,
+    "b200-xdr": new.b200_xdr,
+    "l40s-pcie": new.l40s_pcie,
+    "aws-p5-efa": new.aws_p5_efa,
+}
+#: name -> the data file a calibration script writes (fitted profiles).
+FITTED: dict[str, str] = {"h200-lab": "h200-lab.json"}
+#: The listing order.
+_ORDER = ("kepler-snb-2013", "kepler-ivb-2014", "volta-dgx1", "hopper-ndr", "h200-lab", "a100-hdr", "gh200",
+          "b200-xdr", "l40s-pcie", "aws-p5-efa")
 
 
-def _kepler_snb() -> dict:
-    gpu = {"kind": "gpu", "name": "Tesla K20"}
-    return {
-        "name": "kepler-snb-2013",
-        "follows": "seed 1 (MPI-level latencies)",
-        "description": (
-            "Tesla K20 + ConnectX-3 FDR on a two-socket Sandy Bridge server, 2013. Latencies follow "
-            "seed 1's MPI-level figures (host staging 17-19 us, GPUDirect RDMA 5-6 us); the MPI layer "
-            "is the sw_overhead_us parameter. Corrects seed error 1 (direction of the hybrid switch): "
-            "the NIC reads GPU memory slowly through the Sandy Bridge root complex (about 0.8 GB/s), so "
-            "GDR wins for small messages and pipelined staging for large ones, crossover in the "
-            "kilobytes (MVAPICH2-GDR: MV2_GPUDIRECT_LIMIT 8 KB), not the other way round. Also shows "
-            "the K20's 256 MB BAR1 wall and why GDR across sockets is slower than staging. GPU1 sits "
-            "on the other socket: no peer access across QPI, so p2p is unavailable (p2p-staged is)."),
-        "placement": "same-host-bridge",
-        "level": "MPI",
-        "topology": _kepler_topology(gpu),
-        "params": {
-            "gpu_pcie_gbps": (8.0, "Tesla K20 is a PCIe 2.0 x16 card (board spec BD-06455): " + PCIE2_X16),
-            "ce_eff": (0.75, "about 6 GB/s pinned copies on PCIe 2.0 x16 (the K20's practical rate, kit curriculum "
-                             "error 7); 6 / 8.0"),
-            "ce_eff_d2h": (0.75, "as ce_eff: no per-direction figure for the K20"),
-            "ce_issue_us": (3.0, ISSUE),
-            "ce_launch_h2d_us": (6.5, "kit curriculum: cudaMemcpy launch about 5-8 us; 6.5 makes staging total "
-                                      "the seed's 17-19 us"),
-            "ce_launch_d2h_us": (6.5, "as ce_launch_h2d_us"),
-            "ce_ramp_h2d_us": (0.0, "no measurement: no ramp modelled"),
-            "ce_ramp_d2h_us": (0.0, "no measurement: no ramp modelled"),
-            "ce_ramp_bytes": (64 * KiB, "unused while the ramps are 0"),
-            "pageable_h2d_us": (7.5, "assumed: a pinned copy's launch and a driver memcpy into its staging buffer"),
-            "pageable_d2h_us": (7.5, "assumed: a pinned copy's launch and a driver memcpy into its staging buffer"),
-            "pageable_chunk_bytes": (0.0, "no measurement: no fill modelled"),
-            "pageable_h2d_gbps": (3.4, "assumed: a third of pinned (kit curriculum: pageable 3-8x slower)"),
-            "pageable_d2h_gbps": (3.4, "assumed: a third of pinned (kit curriculum: pageable 3-8x slower)"),
-            "cpu_memcpy_gbps": (5.0, "assumed: one Sandy Bridge-EP core, about half of a 2023 core's 9.9 GB/s"),
-            "memcpy_us": (0.1, "assumed: call overhead and first cache misses"),
-            "nic_pcie_gbps": (7.88, "ConnectX-3 is a PCIe 3.0 x8 device: " + PCIE3_X8),
-            "pcie_eff": (0.8, "assumed: ConnectX-3 FDR ib_write_bw tops out near 6.3 GB/s, x8-bound"),
-            "nic_wire_gbps": (6.8, FDR),
-            "wire_eff": (0.97, IB_EFF),
-            "nic_lat_us": (0.9, NV2014 + ": about 1.3 us for the IB step; 0.9 us of it NIC-to-NIC (split assumed)"),
-            "doorbell_us": (0.2, "assumed share of the 1.3 us IB step (" + NV2014 + ")"),
-            "completion_us": (0.2, "assumed share of the 1.3 us IB step (" + NV2014 + ")"),
-            "gdr_extra_us": (0.6, "derived: NVIDIA 2014 GDR 1.9 us GPU to GPU vs 1.3 us host to host"),
-            "xsocket_hop_us": (0.4, "assumed: one QPI hop for the NIC's PCIe reads"),
-            "xsocket_gbps": (16.0, "QPI 1.1 at 8 GT/s: 16 GB/s per direction per link"),
-            "p2p_read_gbps_switch": (15.75, SWITCH + " (a PCIe 3.0 switch, x16 ports: " + PCIE3_X16 + "); seed 1's "
-                                     "9-10 GB/s is impossible over FDR (curriculum error 7)"),
-            "p2p_read_gbps_bridge": (0.8, NV2014 + ": P2P read about 800 MB/s on Sandy Bridge"),
-            "p2p_read_gbps_xsocket": (0.8, NV2014 + " (0.8 GB/s read limit) and " + SEED1 + " (about 1 GB/s)"),
-            "p2p_write_gbps_switch": (15.75, SWITCH + " (PCIe 3.0 x16 ports)"),
-            "p2p_write_gbps_bridge": (6.0, "assumed: " + NV2014 + " reports reads, not writes, as the limit"),
-            "p2p_write_gbps_xsocket": (1.0, SEED1 + ": about 1 GB/s across sockets"),
-            "sw_overhead_us": (3.6, "derived: the MPI layer's share of seed 1's 5-6 us GDR latency "
-                                    "(raw verbs gives 1.9 us, " + NV2014 + ")"),
-            "tcp_lat_us": (15.0, "assumed: 2013 kernel TCP over 10 GbE or IPoIB"),
-            "tcp_gbps": (1.2, "assumed: one 10 GbE TCP stream"),
-            "tcp_msg_us": (3.0, "assumed: two system calls per message"),
-            "chunk_bytes": (256 * KiB, MV2 + ": MV2_CUDA_BLOCK_SIZE 262144"),
-            "depth": (4, "assumed: the engine's default number of staging buffers"),
-            "bar1_bytes": (256 * MiB, "Tesla K20: 256 MB BAR1 (seed 1, nvidia-smi)"),
-            "bar1_reserved_bytes": (32 * MiB, RESERVED),
-            "gpu_page_bytes": (64 * KiB, RDMA_DOC),
-            "gdrcopy_write_us": (0.09, GDRCOPY + ": 0.09 us at 1 B; assumed alike on Kepler"),
-            "gdrcopy_write_gbps": (9.6, GDRCOPY + ": 9.6 GB/s; assumed alike on Kepler"),
-            "gdrcopy_read_us": (0.9, GDRCOPY + ": 0.9 us at 1 B"),
-            "gdrcopy_read_gbps": (0.53, GDRCOPY + ": 0.53 GB/s (reads 10-20x slower than writes)"),
-            "gdrcopy_read_load_us": (0.2, LOADS),
-            "gdrcopy_remote_eff": (0.7, REMOTE),
-            "p2p_lat_us": (8.0, "assumed; unused here: GPU0 and GPU1 are on different sockets"),
-            "p2p_gbps": (10.0, "assumed; unused here: GPU0 and GPU1 are on different sockets"),
-            "p2p_staged_lat_us": (16.0, "assumed: two cudaMemcpy launches and a host buffer"),
-            "p2p_staged_gbps": (6.0, "assumed: 0.6 of the copy rate, the share the 2x H200 machine shows"),
-            "p2p_staged_chunk_bytes": (1 * MiB, "assumed driver staging chunk"),
-        },
-    }
+def names() -> tuple[str, ...]:
+    """Every builtin profile, in listing order."""
+    return _ORDER
 
 
-def _kepler_ivb() -> dict:
-    doc = _kepler_snb()
-    p = doc["params"]
-    doc["name"] = "kepler-ivb-2014"
-    doc["follows"] = NV2014 + " (verbs-level latencies)"
-    doc["description"] = (
-        "Tesla K40m + Connect-IB FDR on a two-socket Ivy Bridge server, 2014. Latencies follow the NVIDIA "
-        "2014 benchmark at the verbs level (GDR about 1.8 us, staging about 17 us: cudaMemcpy about 8 us "
-        "each way + 1.3 us IB), not seed 1's MPI figures. Corrects seed error 1 (hybrid direction): Ivy "
-        "Bridge reads GPU memory faster than Sandy Bridge, so the GDR-to-pipelined crossover moves to the "
-        "hundreds of kilobytes (NVIDIA: GDR wins up to 400-500 KB). A NIC writing to a GPU on the other "
-        "socket manages about 250 MB/s. GPU1 sits on the other socket: no p2p, p2p-staged only.")
-    for dev in ("GPU0", "GPU1"):
-        doc["topology"]["devices"][dev]["name"] = "Tesla K40m"
-    doc["topology"]["devices"]["NIC0"]["name"] = "Connect-IB FDR (mlx5_0)"
-    doc["level"] = "verbs"
-    doc["topology"]["peer_link"] = "pcie"
-    p.update({
-        "gpu_pcie_gbps": (15.75, "Tesla K40m is a PCIe 3.0 x16 card: " + PCIE3_X16),
-        "ce_eff": (0.64, "Kepler pinned copies reach about 10 GB/s on PCIe 3 (rCUDA note: K40 "
-                         "bandwidthTest 10.06 GB/s on Ivy Bridge); 10.06 / 15.75"),
-        "ce_eff_d2h": (0.64, "as ce_eff: the rCUDA note gives one figure"),
-        "ce_launch_h2d_us": (8.0, NV2014 + ": cudaMemcpy about 8 us"),
-        "ce_launch_d2h_us": (8.0, NV2014 + ": cudaMemcpy about 8 us"),
-        "cpu_memcpy_gbps": (5.5, "assumed: one Ivy Bridge-EP core"),
-        "nic_pcie_gbps": (15.75, "Connect-IB is a PCIe 3.0 x16 device: " + PCIE3_X16),
-        "gdr_extra_us": (0.5, "derived: NVIDIA 2014 GDR 1.7-1.9 us vs 1.3 us host to host"),
-        "p2p_read_gbps_bridge": (3.5, "derived: puts the GDR vs pipelined-staging crossover at 400-500 KB as "
-                                      + NV2014 + " reports for Ivy Bridge (faster than Sandy Bridge's 0.8)"),
-        "p2p_read_gbps_xsocket": (1.0, SEED1 + ": about 1 GB/s across sockets"),
-        "p2p_write_gbps_xsocket": (0.25, NV2014 + ": adapter writing to a GPU on the other socket, 250 MB/s"),
-        "sw_overhead_us": (0.0, "verbs-level figures: no MPI layer"),
-        "bar1_bytes": (16 * GiB, "Tesla K40: 16 GB BAR1 (large-BAR Kepler), nvidia-smi"),
-    })
-    return doc
-
-
-def _volta_dgx1() -> dict:
-    devices = {}
-    for sw in range(4):
-        sock = sw // 2
-        for g in (2 * sw, 2 * sw + 1):
-            devices[f"GPU{g}"] = {"kind": "gpu", "name": "Tesla V100-SXM2-16GB", "socket": sock,
-                                  "host_bridge": f"socket{sock}", "switch": f"plx{sw}"}
-        devices[f"NIC{sw}"] = {"kind": "nic", "name": f"ConnectX-4 EDR (mlx5_{sw})", "socket": sock,
-                               "host_bridge": f"socket{sock}", "switch": f"plx{sw}"}
-    return {
-        "name": "volta-dgx1",
-        "follows": "published link rates; V100 figures from the gdrcopy README and seed 2",
-        "description": (
-            "DGX-1 (8x V100 SXM2, NVLink hybrid cube mesh, 4x EDR InfiniBand), two Broadwell sockets, each "
-            "GPU pair sharing a PLX switch with one NIC: the topology that fixed the 2014 placement pitfall "
-            "in hardware. Same-switch GDR runs at the EDR wire rate and wins at every size, so the hybrid "
-            "direction of seed error 1 is platform-dependent: pick --placement cross-socket to see staging "
-            "win again. Two V100s through host memory: about 12 GB/s (seed 2) vs P2P over NVLink."),
-        "placement": "same-switch",
-        "level": "verbs",
-        "topology": {"sockets": 2, "peer_link": "nvlink", "devices": devices},
-        "params": {
-            "gpu_pcie_gbps": (15.75, PCIE3_X16),
-            "ce_eff": (0.76, "kit curriculum: pinned PCIe 3 copies about 12 GB/s (nvbandwidth, cuda-samples)"),
-            "ce_eff_d2h": (0.76, "as ce_eff: the curriculum gives one figure for both directions"),
-            "ce_issue_us": (2.5, ISSUE),
-            "ce_launch_h2d_us": (6.0, "assumed within the 5-8 us cudaMemcpy launch cost (kit curriculum)"),
-            "ce_launch_d2h_us": (6.0, "assumed within the 5-8 us cudaMemcpy launch cost (kit curriculum)"),
-            "ce_ramp_h2d_us": (0.0, "no measurement: no ramp modelled"),
-            "ce_ramp_d2h_us": (0.0, "no measurement: no ramp modelled"),
-            "ce_ramp_bytes": (64 * KiB, "unused while the ramps are 0"),
-            "pageable_h2d_us": (7.0, "assumed: a pinned copy's launch and a driver memcpy into its staging buffer"),
-            "pageable_d2h_us": (7.0, "assumed: a pinned copy's launch and a driver memcpy into its staging buffer"),
-            "pageable_chunk_bytes": (0.0, "no measurement: no fill modelled"),
-            "pageable_h2d_gbps": (4.0, "assumed: a third of pinned (kit curriculum: pageable 3-8x slower)"),
-            "pageable_d2h_gbps": (4.0, "assumed: a third of pinned (kit curriculum: pageable 3-8x slower)"),
-            "cpu_memcpy_gbps": (6.0, "assumed: one Broadwell-EP core"),
-            "memcpy_us": (0.1, "assumed: call overhead and first cache misses"),
-            "nic_pcie_gbps": (15.75, "ConnectX-4 EDR is a PCIe 3.0 x16 device: " + PCIE3_X16),
-            "pcie_eff": (0.85, "assumed: 256-byte TLP payloads"),
-            "nic_wire_gbps": (12.5, EDR),
-            "wire_eff": (0.97, IB_EFF),
-            "nic_lat_us": (0.7, "assumed: ConnectX-4 EDR ib_write_lat, sub-microsecond class"),
-            "doorbell_us": (0.1, "assumed: one WQE write and MMIO doorbell"),
-            "completion_us": (0.1, "assumed: one CQ poll hit"),
-            "gdr_extra_us": (0.3, "assumed: one extra PCIe read round trip through the switch"),
-            "xsocket_hop_us": (0.3, "assumed: one QPI hop"),
-            "xsocket_gbps": (19.2, "QPI at 9.6 GT/s (Broadwell-EP): 19.2 GB/s per direction per link"),
-            "p2p_read_gbps_switch": (15.75, SWITCH + " (PLX PCIe 3.0 x16 ports)"),
-            "p2p_read_gbps_bridge": (10.0, "assumed: Broadwell forwards peer reads at most of the link rate"),
-            "p2p_read_gbps_xsocket": (6.0, PERFTEST241),
-            "p2p_write_gbps_switch": (15.75, SWITCH + " (PLX PCIe 3.0 x16 ports)"),
-            "p2p_write_gbps_bridge": (11.0, "assumed: posted writes cross the host bridge well"),
-            "p2p_write_gbps_xsocket": (6.0, PERFTEST241),
-            "sw_overhead_us": (0.0, "verbs level: no MPI layer"),
-            "tcp_lat_us": (10.0, "assumed: kernel TCP over IPoIB"),
-            "tcp_gbps": (2.5, "assumed: one IPoIB TCP stream"),
-            "tcp_msg_us": (2.0, "assumed: two system calls per message"),
-            "chunk_bytes": (256 * KiB, MV2 + ": MV2_CUDA_BLOCK_SIZE 262144"),
-            "depth": (4, "assumed: the engine's default number of staging buffers"),
-            "bar1_bytes": (16 * GiB, "V100-16GB: 16 GiB BAR1 (nvidia-smi)"),
-            "bar1_reserved_bytes": (32 * MiB, RESERVED),
-            "gpu_page_bytes": (64 * KiB, RDMA_DOC),
-            "gdrcopy_write_us": (0.09, GDRCOPY + ": 0.09 us at 1 B, 0.44 us at 4 KB"),
-            "gdrcopy_write_gbps": (9.6, GDRCOPY + ": 9.6 GB/s"),
-            "gdrcopy_read_us": (0.9, GDRCOPY + ": 0.9 us at 1 B"),
-            "gdrcopy_read_gbps": (0.53, GDRCOPY + ": 0.53 GB/s"),
-            "gdrcopy_read_load_us": (0.2, LOADS),
-            "gdrcopy_remote_eff": (0.7, REMOTE),
-            "p2p_lat_us": (5.0, "assumed, near the 4.7 us NVLink figure of " + H200X2),
-            "p2p_gbps": (24.0, "one NVLink 2 link: 25 GB/s per direction (V100 architecture whitepaper); "
-                               "about 24 GB/s achieved assumed. Seed 2 quotes 24 GB/s for K20s over PCIe, which "
-                               "a PCIe 3 x16 link (15.75 GB/s per direction) cannot carry one way"),
-            "p2p_staged_lat_us": (16.0, "assumed: two cudaMemcpy launches and a host buffer"),
-            "p2p_staged_gbps": (10.0, "seed 2: about 12 GB/s through shared host memory; 10 assumed for the "
-                                      "driver's own staging"),
-            "p2p_staged_chunk_bytes": (1 * MiB, "assumed driver staging chunk"),
-        },
-    }
-
-
-def _hopper_ndr() -> dict:
-    devices = {}
-    for g in range(8):
-        sock = g // 4
-        devices[f"GPU{g}"] = {"kind": "gpu", "name": "H100/H200 SXM", "socket": sock,
-                              "host_bridge": f"socket{sock}", "switch": f"pcie-sw{g}"}
-        devices[f"NIC{g}"] = {"kind": "nic", "name": f"ConnectX-7 NDR (mlx5_{g})", "socket": sock,
-                              "host_bridge": f"socket{sock}", "switch": f"pcie-sw{g}"}
-    return {
-        "name": "hopper-ndr",
-        "follows": "published link rates; copy and NVLink figures measured on H200 machines",
-        "description": (
-            "H100/H200 SXM with one ConnectX-7 NDR 400 Gb/s NIC per GPU under a shared PCIe 5 switch "
-            "(DGX/HGX H100 style), two sockets. GDR reaches close to the 400 Gb/s line rate and wins at "
-            "every size when GPU and NIC share a switch or a host bridge: the 2013 read limit that set seed "
-            "error 1's hybrid threshold is gone there. Across sockets the NIC reads GPU memory at about "
-            "24 GB/s and pipelined staging (copies queued on streams, bound by the 32 GB/s UPI link) overtakes "
-            "GDR above about 5-6 MB: the 2013 placement lesson again, at a larger size. Seed 2's 4 MB figures do not add up (4 MB at "
-            "380 Gb/s takes 84-88 us, not 3 us); the model gives the arithmetic."),
-        "placement": "same-switch",
-        "level": "verbs",
-        "topology": {"sockets": 2, "peer_link": "nvlink", "devices": devices},
-        "params": {
-            "gpu_pcie_gbps": (63.0, PCIE5_X16),
-            "ce_eff": (0.873, H200 + ": 55.0 GB/s pinned H2D at 256 MiB, of 63.0"),
-            "ce_eff_d2h": (0.875, H200 + ": 55.1 GB/s pinned D2H at 256 MiB, of 63.0"),
-            "ce_issue_us": (2.0, ISSUE),
-            "ce_launch_h2d_us": (5.9, H200 + ": 8 B H2D 5.9 us"),
-            "ce_launch_d2h_us": (6.5, H200 + ": 8 B D2H 6.5 us"),
-            "ce_ramp_h2d_us": (3.0, "derived from " + H200 + ": 8 B 5.6 us, 8 KiB 8.2 us, 64 KiB 9.5 us"),
-            "ce_ramp_d2h_us": (0.0, "derived from " + H200 + ": D2H shows no ramp"),
-            "ce_ramp_bytes": (2 * KiB, "derived from " + H200),
-            "pageable_h2d_us": (6.5, H200 + ": pageable 8 B H2D 5.7 us, 1 KiB 6.6 us"),
-            "pageable_d2h_us": (7.5, H200 + ": pageable 8 B D2H 8.4 us, 1 KiB 7.4 us"),
-            "pageable_chunk_bytes": (512 * KiB, "derived from " + H200 + ": pageable copies dip at 0.5-4 MiB"),
-            "pageable_h2d_gbps": (10.0, H200 + ": pageable 7-13 GB/s H2D"),
-            "pageable_d2h_gbps": (12.0, H200 + ": pageable 9-15 GB/s D2H"),
-            "cpu_memcpy_gbps": (9.9, H200 + ": one-thread memcpy 9.9 GB/s (Sapphire Rapids)"),
-            "memcpy_us": (0.05, "assumed: call overhead"),
-            "nic_pcie_gbps": (63.0, "ConnectX-7 is a PCIe 5.0 x16 device: " + PCIE5_X16),
-            "pcie_eff": (0.9, "assumed: 512-byte TLP payloads"),
-            "nic_wire_gbps": (50.0, NDR),
-            "wire_eff": (0.97, IB_EFF),
-            "nic_lat_us": (0.6, "assumed: ConnectX-7 ib_write_lat, sub-microsecond class"),
-            "doorbell_us": (0.1, "assumed: one WQE write and MMIO doorbell"),
-            "completion_us": (0.1, "assumed: one CQ poll hit"),
-            "gdr_extra_us": (0.2, "assumed: one extra PCIe read round trip inside the switch"),
-            "xsocket_hop_us": (0.3, "assumed: one UPI hop"),
-            "xsocket_gbps": (32.0, "UPI 2.0 at 16 GT/s (Sapphire Rapids): 32 GB/s per direction per link"),
-            "p2p_read_gbps_switch": (63.0, SWITCH + " (PCIe 5.0 x16 ports: " + PCIE5_X16 + ")"),
-            "p2p_read_gbps_bridge": (45.0, "assumed: modern root complexes forward peer traffic well "
-                                           "(NCCL still uses GDR by default only for PIX/PXB)"),
-            "p2p_read_gbps_xsocket": (24.0, PERFTEST241),
-            "p2p_write_gbps_switch": (63.0, SWITCH + " (PCIe 5.0 x16 ports)"),
-            "p2p_write_gbps_bridge": (50.0, "assumed: posted writes cross the host bridge well"),
-            "p2p_write_gbps_xsocket": (24.0, PERFTEST241),
-            "sw_overhead_us": (0.0, "verbs level: no MPI layer"),
-            "tcp_lat_us": (10.0, "assumed: kernel TCP over IPoIB or Ethernet"),
-            "tcp_gbps": (15.0, "seed 2: standard TCP/IP 120 Gb/s on a 400G network"),
-            "tcp_msg_us": (2.0, "assumed: two system calls per message"),
-            "chunk_bytes": (256 * KiB, MV2 + ": MV2_CUDA_BLOCK_SIZE 262144"),
-            "depth": (4, "assumed: the engine's default number of staging buffers"),
-            "bar1_bytes": (256 * GiB, H200 + ": BAR1 256 GiB"),
-            "bar1_reserved_bytes": (32 * MiB, RESERVED),
-            "gpu_page_bytes": (64 * KiB, RDMA_DOC),
-            "gdrcopy_write_us": (0.09, GDRCOPY + "; assumed alike on Hopper"),
-            "gdrcopy_write_gbps": (9.6, GDRCOPY + "; assumed alike on Hopper"),
-            "gdrcopy_read_us": (0.9, GDRCOPY + "; assumed alike on Hopper"),
-            "gdrcopy_read_gbps": (0.53, GDRCOPY + "; assumed alike on Hopper"),
-            "gdrcopy_read_load_us": (0.2, LOADS),
-            "gdrcopy_remote_eff": (0.7, REMOTE),
-            "p2p_lat_us": (4.7, H200X2 + ": 4.7 us at 8 B, peer access on"),
-            "p2p_gbps": (393.0, H200X2 + ": 393 GB/s at 256 MiB over NVLink (seed: 900 GB/s bidirectional)"),
-            "p2p_staged_lat_us": (18.7, H200X2 + ": 18.7 us at 8 B, peer access off"),
-            "p2p_staged_gbps": (38.2, H200X2 + ": 38.2 GB/s at 256 MiB, peer access off"),
-            "p2p_staged_chunk_bytes": (640 * KiB, "derived from " + H200X2 + ": 18.0 GB/s at 1 MiB"),
-        },
-    }
+def document(name: str) -> dict:
+    """The profile document of builtin ``name`` (``Profile.from_dict`` reads it)."""
+    if name in FITTED:
+        return json.loads((PROFILE_DIR / FITTED[name]).read_text())
+    if name not in BUILTIN:
+        raise InvalidArgument(f"unknown profile {name!r}; valid: {', '.join(names())}")
+    return _as_doc(BUILTIN[name]())
 
 
 def _as_doc(d: dict) -> dict:
     d = dict(d)
-    d["params"] = {k: {"value": float(v), "source": s} for k, (v, s) in d["params"].items()}
+    topo = d.get("topology", {})
+    nic: dict = next((v for v in topo.get("devices", {}).values() if v.get("kind") == "nic"), {})
+    params = complete(d["params"], topo.get("host_class", "sapphire-rapids"), nic.get("link_layer", "InfiniBand"),
+                      nic.get("mtu"))
+    d["params"] = {k: {"value": float(v), "source": s} for k, (v, s) in params.items()}
     return d
 
 
-BUILTIN: dict[str, dict] = {d["name"]: _as_doc(d) for d in
-                            (_kepler_snb(), _kepler_ivb(), _volta_dgx1(), _hopper_ndr())}
+def _check_registry() -> None:
+    missing = [n for n in (*BUILTIN, *FITTED) if n not in _ORDER]
+    if missing or len(set(_ORDER)) != len(BUILTIN) + len(FITTED):
+        raise RuntimeError(f"catalog: profiles registered but not ordered (or the reverse): {missing or _ORDER}")
+
+
+_check_registry()

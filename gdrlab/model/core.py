@@ -72,8 +72,10 @@ def stage_us(profile: Profile | str, stage: str, sizes: Any, **overrides: Any) -
         links = R.route(p, "host", prof.placement, stage[5:])
         return R.wire_us(p, s, stage[5:], R.rate_of(links, R.WIRE_LINKS)) + 0 * s
     elif stage in ("gdrcopy-write", "gdrcopy-read"):
-        links = R.route(p, "gdrcopy", "same-host-bridge", "tcp")
-        return R.gdrcopy_us(p, stage[8:], s, links[f"bar1-{stage[8:]}"], False)
+        # The CPU doing the copy sits where the profile's placement puts it: across sockets it
+        # reaches gdrcopy_remote_eff of the local rate and pays one hop, as in the gdrcopy path.
+        links = R.route(p, "gdrcopy", prof.placement, "tcp")
+        return R.gdrcopy_us(p, stage[8:], s, links[f"bar1-{stage[8:]}"], prof.placement == "cross-socket")
     elif stage == "p2p":
         return R.p2p_us(p, s, R.route(p, "p2p", prof.placement, "tcp", _nvlink(prof))["peer-link"])
     elif stage == "p2p-staged":
@@ -243,7 +245,8 @@ def explain(profile: Profile | str, path: str, size: float, *, placement: str | 
     return {"path": path, "size": int(s[0]), "wire": w if path in NETWORK_PATHS else None,
             "links_gbps": links, "slowest_link": min(links, key=lambda k: links[k]),
             "bottleneck": str(neck[0]), "lat_us": float(lat[0]), "bw_gbps": float(bw[0]),
-            "profile": prof.name, "level": prof.level, "placement": prof.placement}
+            "profile": prof.name, "level": prof.level, "placement": prof.placement,
+            "link_layer": prof.link_layer if path in NETWORK_PATHS and w == "verbs" else None}
 
 
 def check_path(prof: Profile, path: str, wire: str | None = None) -> str:
@@ -299,17 +302,17 @@ def bandwidth_gbps(profile: Profile | str, path: str, sizes: Any, **kw: Any) -> 
 
 
 def _provenance(prof: Profile, wire: str, overrides: dict, chunk: float, depth: float) -> dict:
-    from .. import __version__
-    return {"kind": "modelled", "profile": prof.name, "level": prof.level, "placement": prof.placement, "wire": wire,
-            "overrides": dict(prof.overrides), "follows": prof.follows,
-            "chunk": int(chunk), "depth": int(depth), "gdrlab": __version__}
+    from .. import __version__, provenance
+    return provenance.modelled(prof.name, prof.level, placement=prof.placement, wire=wire,
+                               overrides=dict(prof.overrides), follows=prof.follows, chunk=int(chunk),
+                               depth=int(depth), gdrlab=__version__)
 
 
 def predict(profile_or_name: Profile | str, path: str, sizes: Any = "8:64M", *, placement: str | None = None,
             chunk: int | None = None, depth: int | None = None, wire: str | None = None,
             **overrides: float) -> pd.DataFrame:
     """Modelled latency and bandwidth of one path: DataFrame with columns path, size, lat_us,
-    bw_gbps and ``attrs["provenance"] = {"kind": "modelled", "profile": ..., ...}``."""
+    bw_gbps, and its modelled provenance (:func:`gdrlab.provenance.modelled`) in ``attrs``."""
     import pandas as pd
 
     prof, c, d = _resolve(profile_or_name, placement, chunk, depth, wire, overrides)
@@ -318,8 +321,8 @@ def predict(profile_or_name: Profile | str, path: str, sizes: Any = "8:64M", *, 
     lat, bw, neck = evaluate_full(prof, path, s, wire=w, chunk=c, depth=d)
     df = pd.DataFrame({"path": path, "size": s.astype(np.int64), "lat_us": lat, "bw_gbps": bw,
                        "bottleneck": neck, "level": prof.level})
-    df.attrs["provenance"] = _provenance(prof, w, overrides, c, d)
-    return df
+    from .. import provenance
+    return provenance.attach(df, _provenance(prof, w, overrides, c, d), column=False)
 
 
 def predict_all(profile_or_name: Profile | str, sizes: Any = "8:64M", paths: Iterable[str] | None = None,
@@ -341,5 +344,5 @@ def predict_all(profile_or_name: Profile | str, sizes: Any = "8:64M", paths: Ite
                                     "bottleneck": neck, "level": prof.level}))
     df = pd.concat(frames, ignore_index=True)
     overrides = {k: v for k, v in kw.items() if k != "wire"}
-    df.attrs["provenance"] = _provenance(prof, wire or prof.wire, overrides, c, d)
-    return df
+    from .. import provenance
+    return provenance.attach(df, _provenance(prof, wire or prof.wire, overrides, c, d), column=False)

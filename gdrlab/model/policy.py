@@ -10,17 +10,56 @@ from ..errors import InvalidArgument
 from .core import NETWORK_PATHS, _resolve, as_sizes, check_path, default_paths, evaluate
 from .profile import Profile
 
-__all__ = ["crossings", "crossover", "hybrid_policy"]
+__all__ = ["crossings", "crossover", "hybrid_policy", "CHUNK_NOTE"]
 
 _STEPS_PER_OCTAVE = 32
+_MAX_ROUNDS = 64
+
+#: Printed beside every crossing list: the steps are the model's, not a numerical artefact.
+CHUNK_NOTE = ("pipelined latency steps up at every multiple of the chunk size (one more chunk pays its "
+              "fixed costs again), so the faster path can change back and forth just below and above "
+              "chunk multiples: these are real features of the pipelined schedule, not rounding")
 
 
-def _grid(lo: int, hi: int) -> np.ndarray:
+def _grid(lo: int, hi: int, chunk: float | None = None) -> np.ndarray:
+    """Starting sizes: a geometric grid, every size up to 65 B (gdrcopy's small reads step at
+    multiples of 8 B) and, for a chunked path, both sides of every chunk multiple: the only places
+    where a modelled latency jumps. Between them every latency is continuous."""
     if lo < 1 or hi < lo:
         raise InvalidArgument(f"need 1 <= lo <= hi, got lo={lo}, hi={hi}")
     n = max(2, int(np.ceil(np.log2(hi / lo) * _STEPS_PER_OCTAVE)) + 1)
-    g = np.unique(np.round(np.geomspace(lo, hi, n)).astype(np.int64))
-    return g
+    parts = [np.round(np.geomspace(lo, hi, n)), np.arange(1.0, 66.0)]
+    if chunk is not None and chunk >= 1:
+        edges = np.arange(np.floor(lo / chunk), np.ceil(hi / chunk) + 1) * chunk
+        parts += [edges, edges + 1]
+    g = np.concatenate(parts)
+    g = g[(g >= lo) & (g <= hi)]
+    return np.unique(np.r_[float(lo), g, float(hi)].astype(np.int64))
+
+
+def _refine(fns: list[Callable[[Any], np.ndarray]], slope: float, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sizes and latencies (paths x sizes) on which every change of the fastest path lies between
+    two neighbours with different winners. ``slope`` bounds how fast (us per byte) any latency
+    changes between the grid's jumps, so the margin (second fastest minus fastest) changes at most
+    ``2 * slope`` per byte: two neighbours with the same winner whose margins add up to more than
+    ``2 * slope`` times their distance cannot hide a change between them. Others are split."""
+    x = g.astype(np.int64)
+    lat = np.stack([f(x.astype(float)) for f in fns])
+    for _ in range(_MAX_ROUNDS):
+        if lat.shape[0] < 2:
+            break
+        srt = np.sort(lat, axis=0)
+        margin = srt[1] - srt[0]
+        best = _best(lat)
+        h = np.diff(x)
+        need = (best[1:] == best[:-1]) & (h > 1) & (margin[:-1] + margin[1:] <= 2 * slope * h)
+        if not need.any():
+            break
+        mids = (x[:-1][need] + x[1:][need]) // 2
+        new = np.stack([f(mids.astype(float)) for f in fns])
+        order = np.argsort(np.r_[x, mids], kind="stable")
+        x, lat = np.r_[x, mids][order], np.concatenate([lat, new], axis=1)[:, order]
+    return x, lat
 
 
 def _lat_fn(profile: Profile | str, path: str, placement: str | None, chunk: float | None, depth: float | None,
@@ -30,14 +69,44 @@ def _lat_fn(profile: Profile | str, path: str, placement: str | None, chunk: flo
     return lambda s: evaluate(prof, path, as_sizes(s), wire=w, chunk=c, depth=d)[0]
 
 
-def _first_true(pred: Callable[[int], Any], lo: int, hi: int) -> int:
-    """Smallest integer in (lo, hi] where pred holds, given pred(lo) is False and pred(hi) True."""
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if pred(mid):
-            hi = mid
-        else:
-            lo = mid
+def _slope(profile: Profile | str, paths: Iterable[str], placement: str | None, chunk: float | None,
+           depth: float | None, wire: str | None, overrides: dict[str, Any]) -> float:
+    """An upper bound (us per byte) on how fast any of ``paths``' latencies grows between jumps:
+    a message crosses each link on its route at most twice (staged memcpys), a copy's ramp grows
+    at most ``ce_ramp_*_us / ce_ramp_bytes`` per byte, a pageable fill at the memcpy rate."""
+    from . import routes as R
+
+    prof = _resolve(profile, placement, chunk, depth, wire, overrides)[0]
+    p = prof.params
+    nvlink = prof.topology.get("peer_link", "nvlink") == "nvlink"
+    worst = 0.0
+    for path in paths:
+        w = check_path(prof, path, wire if path in NETWORK_PATHS else None)
+        links = R.route(p, path, prof.placement, w if path in NETWORK_PATHS else "tcp", nvlink)
+        worst = max(worst, sum(2.0 / (r * 1e3) for r in links.values()))
+    rb = p["ce_ramp_bytes"]
+    ramp = (p["ce_ramp_h2d_us"] + p["ce_ramp_d2h_us"]) / rb if rb > 0 else 0.0
+    return worst + ramp + 1.0 / (p["cpu_memcpy_gbps"] * 1e3)
+
+
+def _chunk_of(profile: Profile | str, paths: Iterable[str], placement: str | None, chunk: float | None,
+              depth: float | None, wire: str | None, overrides: dict[str, Any]) -> float | None:
+    """The chunk size whose multiples are the steps of a chunked path among ``paths`` (or None)."""
+    if "pipelined" not in paths:
+        return None
+    return _resolve(profile, placement, chunk, depth, wire, overrides)[1]
+
+
+def _first_true(pred: Callable[[np.ndarray], np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per bracket, the smallest integer in (lo, hi] where pred holds, given pred(lo) is False and
+    pred(hi) True; every bracket is bisected at once (one vectorised evaluation per halving)."""
+    lo, hi = np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64)
+    while lo.size and np.any(hi - lo > 1):
+        open_ = hi - lo > 1
+        mid = np.where(open_, (lo + hi) // 2, hi)
+        ok = np.asarray(pred(mid), dtype=bool)
+        hi = np.where(open_ & ok, mid, hi)
+        lo = np.where(open_ & ~ok, mid, lo)
     return hi
 
 
@@ -52,23 +121,24 @@ def crossings(profile: Profile | str, a: str, b: str, *, lo: int = 1, hi: int = 
               wire: str | None = None, **overrides: Any) -> list[dict]:
     """Every size in [lo, hi] at which the faster of ``a`` and ``b`` changes: a list of
     ``{"size": bytes, "faster": path}`` (the path that is faster from that size on), in order.
-    Found on a 32-points-per-octave grid, then to the byte by bisection."""
+    Exact: bracketed on a grid holding both sides of every jump (chunk multiples), refined until
+    no sign change can hide between neighbours (a bound on the latencies' slope, see
+    :func:`_refine`), then found to the byte by bisection."""
     lat_a = _lat_fn(profile, a, placement, chunk, depth, wire, overrides)
     lat_b = _lat_fn(profile, b, placement, chunk, depth, wire, overrides)
-    g = _grid(int(lo), int(hi))
+    g = _grid(int(lo), int(hi), _chunk_of(profile, (a, b), placement, chunk, depth, wire, overrides))
+    g, lat = _refine([lat_a, lat_b], _slope(profile, (a, b), placement, chunk, depth, wire, overrides), g)
 
     def b_wins(x: Any) -> np.ndarray:
         x = np.atleast_1d(np.asarray(x))
         return lat_b(x) < lat_a(x)
 
-    wins = b_wins(g)
+    wins = lat[1] < lat[0]
     out = [{"size": int(g[0]), "faster": b}] if wins[0] else []
-    for j in np.flatnonzero(wins[1:] != wins[:-1]) + 1:
-        now = bool(wins[j])
-        def flips(x: int, now: bool = now) -> bool:
-            return bool(b_wins(x)[0]) == now
-        edge = _first_true(flips, int(g[j - 1]), int(g[j]))
-        out.append({"size": edge, "faster": b if now else a})
+    j = np.flatnonzero(wins[1:] != wins[:-1]) + 1
+    now = wins[j]
+    edges = _first_true(lambda x: b_wins(x) == now, g[j - 1], g[j])
+    out += [{"size": int(e), "faster": b if w else a} for e, w in zip(edges, now)]
     return out
 
 
@@ -101,21 +171,21 @@ def hybrid_policy(profile: Profile | str, paths: Iterable[str] | None = None, *,
     if not paths:
         raise InvalidArgument("no paths to choose from")
     fns = [_lat_fn(profile, p, placement, chunk, depth, wire, overrides) for p in paths]
-    g = _grid(int(lo), int(hi))
-    lat = np.stack([f(g) for f in fns])
+    g = _grid(int(lo), int(hi), _chunk_of(profile, paths, placement, chunk, depth, wire, overrides))
+    g, lat = _refine(fns, _slope(profile, paths, placement, chunk, depth, wire, overrides), g)
     best = _best(lat)
 
-    def best_at(x: int) -> int:
-        return int(_best(np.array([f(np.array([x])) for f in fns]))[0])
+    def best_at(x: np.ndarray) -> np.ndarray:
+        return _best(np.stack([f(x) for f in fns]))
 
+    j = np.flatnonzero(best[1:] != best[:-1]) + 1
+    prev = best[j - 1]
+    edges = _first_true(lambda x: best_at(x) != prev, g[j - 1], g[j])
     ranges: list[dict] = []
     start = int(g[0])
-    for j in range(1, len(g)):
-        if best[j] != best[j - 1]:
-            prev = int(best[j - 1])
-            edge = _first_true(lambda x: best_at(x) != prev, int(g[j - 1]), int(g[j]))
-            ranges.append({"lo": start, "hi": edge - 1, "path": paths[prev]})
-            start = edge
+    for e, pv in zip(edges, prev):
+        ranges.append({"lo": start, "hi": int(e) - 1, "path": paths[int(pv)]})
+        start = int(e)
     ranges.append({"lo": start, "hi": int(g[-1]), "path": paths[int(best[-1])]})
     merged: list[dict] = []
     for r in ranges:  # bisection can hand back an empty or repeated range at a near-tie

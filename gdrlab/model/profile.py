@@ -13,8 +13,7 @@ from .params import ALIASES, LEVELS, PARAMS, PLACEMENTS, check_value, resolve_al
 
 __all__ = ["Profile", "profiles", "get_profile", "placement_between", "borrow_nic", "PROFILE_DIR"]
 
-PROFILE_DIR = Path(__file__).with_name("profiles")
-_ORDER = ("kepler-snb-2013", "kepler-ivb-2014", "volta-dgx1", "hopper-ndr", "h200-lab")
+PROFILE_DIR = Path(__file__).with_name("profiles")  # where fitted profiles' data files live (catalog.FITTED)
 
 
 def placement_between(topology: dict, a: str, b: str) -> str:
@@ -80,6 +79,15 @@ class Profile:
     @property
     def has_nic(self) -> bool:
         return bool(self.nic_names())
+
+    @property
+    def link_layer(self) -> str | None:
+        """The wire under the verbs transport: ``InfiniBand``, ``Ethernet`` (RoCE v2) or ``EFA``
+        (AWS SRD), from the first NIC of the topology; None without a NIC."""
+        nics = self.nic_names()
+        if not nics:
+            return None
+        return str(self.topology["devices"][nics[0]].get("link_layer", "InfiniBand"))
 
     @property
     def wire(self) -> str:
@@ -199,25 +207,15 @@ _cache: dict[str, Profile] = {}
 
 
 def profiles() -> list[str]:
-    """Names of the shipped profiles."""
-    extra = sorted(p.stem for p in PROFILE_DIR.glob("*.json") if p.stem not in _ORDER)
-    return [n for n in _ORDER if n in _builtin_names() or (PROFILE_DIR / f"{n}.json").exists()] + extra
-
-
-def _builtin_names() -> tuple[str, ...]:
-    from .catalog import BUILTIN
-    return tuple(BUILTIN)
+    """Names of the builtin profiles, in listing order (the one registry: :mod:`.catalog`)."""
+    from .catalog import names
+    return list(names())
 
 
 def _load(name: str) -> Profile:
     if name not in _cache:
-        from .catalog import BUILTIN
-        if name in BUILTIN:
-            _cache[name] = Profile.from_dict(BUILTIN[name])
-        elif (PROFILE_DIR / f"{name}.json").exists():
-            _cache[name] = Profile.load(PROFILE_DIR / f"{name}.json")
-        else:
-            raise InvalidArgument(f"unknown profile {name!r}; valid: {', '.join(profiles())}")
+        from .catalog import document
+        _cache[name] = Profile.from_dict(document(name))
     return _cache[name]
 
 

@@ -22,7 +22,8 @@ def test_list(capsys):
     rc, doc = run_json(capsys, "--list")
     assert rc == 0
     assert [p["name"] for p in doc["profiles"]] == ["kepler-snb-2013", "kepler-ivb-2014", "volta-dgx1",
-                                                    "hopper-ndr", "h200-lab"]
+                                                    "hopper-ndr", "h200-lab", "a100-hdr", "gh200", "b200-xdr",
+                                                    "l40s-pcie", "aws-p5-efa"]
     assert all(p["description"] for p in doc["profiles"])
 
 

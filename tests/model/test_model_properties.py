@@ -12,7 +12,7 @@ from gdrlab import model
 from gdrlab.errors import InvalidArgument, Unavailable
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "model.md"
-PROFILES = ["kepler-snb-2013", "kepler-ivb-2014", "volta-dgx1", "hopper-ndr", "h200-lab"]
+PROFILES = model.profiles()  # every builtin profile: the one registry lists them all
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 SIZES = np.unique(np.r_[np.round(np.geomspace(1, GiB, 60)), [c * 256 * KiB + d for c in (1, 2, 3, 7)
                                                             for d in (-1, 0, 1)]]).astype(float)
@@ -128,7 +128,7 @@ def test_latency_grows_with_size_and_bandwidth_stays_under_the_slowest_link(pnam
                     assert np.all(bw <= _route_min(prof, path, w) * (1 + 1e-9)), where
 
 
-@pytest.mark.parametrize("pname", ["kepler-snb-2013", "kepler-ivb-2014", "volta-dgx1", "hopper-ndr", "h200-lab"])
+@pytest.mark.parametrize("pname", PROFILES)
 def test_pipelined_no_worse_than_staged_from_two_chunks(pname):
     chunk = 64 * KiB
     sizes = np.unique(np.round(np.geomspace(chunk + 1, 256 * MiB, 80)))
@@ -142,7 +142,7 @@ def test_pipelined_no_worse_than_staged_from_two_chunks(pname):
             assert np.all(pip <= stg * (1 + 1e-9)), (pname, w, depth, sizes[pip > stg][:4])
 
 
-@pytest.mark.parametrize("pname", ["kepler-snb-2013", "kepler-ivb-2014", "volta-dgx1", "hopper-ndr"])
+@pytest.mark.parametrize("pname", [n for n in PROFILES if model.get_profile(n).has_nic])
 def test_cross_socket_never_faster_than_same_switch(pname):
     for path in model.NETWORK_PATHS:
         for w in model.WIRES:
@@ -180,3 +180,24 @@ def test_extreme_but_allowed_values_stay_finite_without_warnings():
                     assert "overflow" in str(exc) and name in str(exc)
                     continue
                 assert np.all(np.isfinite(lat)), (name, path)
+
+
+def test_every_builtin_profile_is_listed_once_and_loads():
+    """One registry: every profile the package ships is listed, and every listed one loads."""
+    from gdrlab.model import catalog
+
+    names = model.profiles()
+    assert len(names) == len(set(names))
+    assert set(names) == set(catalog.BUILTIN) | set(catalog.FITTED)
+    shipped = {p.stem for p in catalog.PROFILE_DIR.glob("*.json")}
+    assert shipped <= set(catalog.FITTED), f"profile files outside the registry: {shipped - set(catalog.FITTED)}"
+    for n in names:
+        assert model.get_profile(n).name == n
+
+
+def test_a_builtin_missing_from_the_order_is_refused(monkeypatch):
+    from gdrlab.model import catalog
+
+    monkeypatch.setitem(catalog.BUILTIN, "new-profile", catalog.BUILTIN["hopper-ndr"])
+    with pytest.raises(RuntimeError, match="not ordered"):
+        catalog._check_registry()
