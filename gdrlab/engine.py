@@ -7,13 +7,11 @@ and outside scripts import from here; the code lives in the transfer package.
 """
 from __future__ import annotations
 
-from typing import Any
 
-from . import provenance as _prov
 from .errors import InvalidArgument, PeerTimeout, Unavailable
 from .transfer.buffers import Buffer, cuda_status, export_dmabuf, gpus, machine, native
 from .transfer.copies import copy_bench
-from .transfer.driver import bench
+from .transfer.driver import Sweep, bench
 from .transfer.p2p import p2p_bench
 from .transfer.peers import MAX_TIMEOUT_S, LocalPeer, ThreadPeer
 from .transfer.peers import check_timeout as _check_timeout  # noqa: F401 - `gdrlab serve` imports it from here
@@ -27,7 +25,7 @@ from .vocab import path_info, paths_over
 
 __all__ = [
     "TCP_PATHS", "GPU_PATHS", "Buffer", "Connection", "VerbsConnection", "LocalPeer", "ThreadPeer", "connect",
-    "bench", "copy_bench", "p2p_bench", "summarize", "result_columns", "cuda_status", "gpus", "machine",
+    "bench", "Sweep", "copy_bench", "p2p_bench", "summarize", "result_columns", "cuda_status", "gpus", "machine",
     "export_dmabuf", "native", "ProgressFn", "DEFAULT_CHUNK", "DEFAULT_DEPTH", "MAX_TIMEOUT_S", "Unavailable",
     "InvalidArgument", "PeerTimeout",
 ]
@@ -36,8 +34,3 @@ __all__ = [
 TCP_PATHS: tuple[str, ...] = paths_over("tcp")
 GPU_PATHS: tuple[str, ...] = tuple(p for p in TCP_PATHS if path_info(p).gpu)
 
-
-def _provenance(extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Live provenance of this machine plus ``extra`` (kept for the NCCL runner and bench/ scripts;
-    new code calls :func:`gdrlab.provenance.live` with :func:`gdrlab.transfer.buffers.machine`)."""
-    return _prov.live(extra, machine())

@@ -145,5 +145,8 @@ def host_sweep_widget(sizes: Any = "8:4M", y: str = "lat_p50_us") -> SweepWidget
     """A :class:`gdrlab.widgets.SweepWidget` measuring the ``host`` path size by size."""
     from ..widgets import SweepWidget
 
-    return SweepWidget(host_measure, sizes, y=y, name="host path, tcp loopback", model=host_model(sizes),
+    from ..engine import Sweep
+
+    # One local peer process and one connection for the whole sweep, not a process per point.
+    return SweepWidget(Sweep("host"), sizes, y=y, name="host path, tcp loopback", model=host_model(sizes),
                        title="host path over the tcp wire")

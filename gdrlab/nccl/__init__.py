@@ -15,9 +15,26 @@ Three real logs from two NVLinked H200s ship as recorded data (:func:`recorded_l
 """
 from __future__ import annotations
 
-from .log import (bus_bandwidth, classify_via, explain, format_result_line, parse_log, path_type_name,
-                  published_logs, recorded_logs, recorded_summary)
-from .run import COMPARE_CONFIGS, DEFAULT_SIZES, DISABLE_ENV, backend, compare, nccl_env, run_allreduce
+from .log import (
+                  bus_bandwidth,
+                  classify_via,
+                  explain,
+                  format_result_line,
+                  parse_log,
+                  path_type_name,
+                  published_logs,
+                  recorded_logs,
+                  recorded_summary,
+)
+from .run import (
+                  COMPARE_CONFIGS,
+                  DEFAULT_SIZES,
+                  DISABLE_ENV,
+                  backend,
+                  compare,
+                  nccl_env,
+                  run_allreduce,
+)
 
 __all__ = [
     "DISABLE_ENV", "COMPARE_CONFIGS", "DEFAULT_SIZES", "bus_bandwidth", "classify_via", "parse_log",

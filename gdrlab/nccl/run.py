@@ -67,7 +67,8 @@ def run_allreduce(sizes: str | int | Iterable[str | int] = DEFAULT_SIZES, disabl
     busbw_gbps and verified. Raises :class:`Unavailable` with fewer than two GPUs or without
     PyTorch/CuPy, :class:`PeerTimeout` when the ranks do not finish within ``timeout_s``.
     """
-    from ..engine import _provenance, cuda_status, gpus
+    from .. import provenance
+    from ..engine import cuda_status, gpus, machine
 
     size_list = parse_sizes(sizes)
     disable = tuple(d.strip() for d in disable if d.strip())
@@ -125,8 +126,8 @@ def run_allreduce(sizes: str | int | Iterable[str | int] = DEFAULT_SIZES, disabl
     return {"nranks": nranks, "backend": use, "disable": list(disable),
             "env": {k: env[k] for k in sorted(env) if k.startswith("NCCL_")}, "results": results,
             "parsed": parsed, "explain": explain(parsed), "log": log,
-            "provenance": _provenance({"what": "NCCL all-reduce, one process per GPU", "nccl": parsed["version"],
-                                       "backend": use})}
+            "provenance": provenance.live({"what": "NCCL all-reduce, one process per GPU", "nccl": parsed["version"],
+                                           "backend": use}, machine())}
 
 
 def compare(sizes: str | int | Iterable[str | int] = DEFAULT_SIZES,

@@ -15,8 +15,16 @@ import numpy as np
 from .. import provenance
 from ..errors import InvalidArgument, Unavailable
 from ..units import parse_sizes
-from ..vocab import (BENCH_MODES, DEFAULT_CHUNK_BYTES, DEFAULT_PIPELINE_DEPTH, P2P_PATHS, PATHS, WIRES,
-                     path_info, paths_over)
+from ..vocab import (
+    BENCH_MODES,
+    DEFAULT_CHUNK_BYTES,
+    DEFAULT_PIPELINE_DEPTH,
+    P2P_PATHS,
+    PATHS,
+    WIRES,
+    path_info,
+    paths_over,
+)
 from .buffers import cuda_status, gpus, machine, native
 from .p2p import bench_path
 from .peers import LOCAL_PEERS, check_timeout, parse_peer, start_local_peer
@@ -24,7 +32,7 @@ from .stats import ProgressFn, auto_counts, result_columns, summarize
 from .tcp_wire import Connection
 from .verbs_wire import VerbsConnection, provenance_of_info, require_verbs
 
-__all__ = ["bench", "BenchOptions"]
+__all__ = ["bench", "BenchOptions", "Sweep", "options", "run"]
 
 
 def _require_gpu_for(path: str) -> None:
@@ -85,6 +93,15 @@ def _check_path_and_wire(path: str, wire: str | None) -> str:
     return wire
 
 
+def options(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, mode: str = "both",
+            wire: str | None = None, chunk: int | None = None, depth: int | None = None, device: int = 0,
+            window: int | None = None, warmup: int | None = None, timeout_s: float = 10.0,
+            keep_samples: bool = False) -> BenchOptions:
+    """:func:`bench`'s measurement arguments, checked once (sizes parsed, defaults resolved): what
+    the command line, the MPI launcher and :class:`Sweep` hand on instead of loose arguments."""
+    return _options(path, sizes, iters, mode, wire, chunk, depth, device, window, warmup, timeout_s, keep_samples)
+
+
 def _options(path: str, sizes: Any, iters: int | None, mode: str, wire: str | None, chunk: int | None,
              depth: int | None, device: int, window: int | None, warmup: int | None, timeout_s: float,
              keep_samples: bool) -> BenchOptions:
@@ -135,9 +152,17 @@ def bench(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, 
     ``progress(done, total, row)`` is called after each size. Every size ends with a verified
     exchange: no row is returned for corrupted data.
     """
+    opts = _options(path, sizes, iters, mode, wire, chunk, depth, device, window, warmup, timeout_s, keep_samples)
+    return run(opts, peer=peer, token=token, local_peer=local_peer, progress=progress)
+
+
+def run(opts: BenchOptions, *, peer: str | None = None, token: str | None = None, local_peer: str = "auto",
+        progress: ProgressFn | None = None) -> Any:
+    """:func:`bench` on checked options (:func:`options`): the one entry the command line, the MPI
+    launcher and :func:`bench` itself go through."""
+    path = opts.path
     if local_peer not in LOCAL_PEERS:
         raise InvalidArgument(f"local_peer must be 'auto', 'process' or 'thread', got {local_peer!r}")
-    opts = _options(path, sizes, iters, mode, wire, chunk, depth, device, window, warmup, timeout_s, keep_samples)
     if opts.wire == "none":
         if peer is not None or token is not None or local_peer != "auto":
             raise InvalidArgument(f"peer, token and local_peer do not apply to path {path!r}: it copies "
@@ -174,31 +199,106 @@ def _connect(stack: contextlib.ExitStack, opts: BenchOptions, peer: str | None, 
     return stack.enter_context(cls(host, port, tok, opts.timeout_s)), peer
 
 
+class Sweep:
+    """One peer and one connection for a whole sweep, size after size: what a live widget needs
+    (no server process per point). ``Sweep(path, ...)`` takes :func:`bench`'s arguments but no
+    sizes; ``sweep(size)`` (or :meth:`measure`) connects on first use, warms up once and returns
+    that size's row as a one-row DataFrame with live provenance; :meth:`close` (or leaving a
+    ``with`` block) stops the peer. A local peer that went away (its idle timeout, between two
+    widget runs) is started again once."""
+
+    def __init__(self, path: str = "host", *, mode: str = "both", wire: str | None = None, peer: str | None = None,
+                 token: str | None = None, chunk: int | None = None, depth: int | None = None, device: int = 0,
+                 iters: int | None = None, window: int | None = None, warmup: int | None = None,
+                 timeout_s: float = 10.0, local_peer: str = "auto", opts: BenchOptions | None = None) -> None:
+        if local_peer not in LOCAL_PEERS:
+            raise InvalidArgument(f"local_peer must be 'auto', 'process' or 'thread', got {local_peer!r}")
+        self.opts = opts or _options(path, [1], iters, mode, wire, chunk, depth, device, window, warmup,
+                                     timeout_s, False)
+        if self.opts.wire == "none":
+            raise InvalidArgument(f"path {self.opts.path!r} crosses no wire: use bench() for GPU-to-GPU copies")
+        _WIRES[self.opts.wire].require(self.opts.path)
+        self._peer, self._token, self._local_peer = peer, token, local_peer
+        self._stack: contextlib.ExitStack | None = None
+        self._conn: Connection | None = None
+        self.peer_name = ""
+        self.info: dict[str, Any] = {}
+
+    def _open(self, first_size: int) -> Connection:
+        if self._conn is None:
+            stack = contextlib.ExitStack()
+            try:
+                self._conn, self.peer_name = _connect(stack, self.opts, self._peer, self._token, self._local_peer)
+                # Warm the connection and both processes (page faults, caches, CPU clocks) before
+                # the first measured size, so that size is not the odd one out.
+                o = self.opts
+                self._conn.measure(o.path, min(first_size, 1 << 20), mode="lat", iters=50, warmup=20, chunk=o.chunk,
+                                   depth=o.depth, device=o.device)
+            except BaseException:
+                stack.close()
+                self._conn = None
+                raise
+            self._stack = stack
+        return self._conn
+
+    def row(self, size: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(row, kept samples) of one size."""
+        from ..errors import PeerClosed
+
+        size = int(parse_sizes([size])[0])
+        conn = self._open(size)
+        try:
+            row, kept, self.info = _measure_size(conn, self.opts, size)
+        except PeerClosed:
+            if self._peer is not None:
+                raise
+            self.close()  # the local peer ended (idle timeout): once more with a new one
+            row, kept, self.info = _measure_size(self._open(size), self.opts, size)
+        return row, kept
+
+    def provenance(self) -> dict[str, Any]:
+        """Live provenance of the rows measured so far."""
+        what = {"what": f"gdrlab bench --path {self.opts.path} --wire {self.opts.wire}", "peer": self.peer_name,
+                "peer_description": self._conn.server_description if self._conn is not None else ""}
+        what.update(_WIRES[self.opts.wire].provenance(self.info))
+        return provenance.live(what, machine())
+
+    def measure(self, size: int) -> Any:
+        import pandas as pd
+
+        row, _ = self.row(size)
+        return provenance.attach(pd.DataFrame([row]), self.provenance())
+
+    __call__ = measure
+
+    def close(self) -> None:
+        if self._stack is not None:
+            self._stack.close()
+        self._stack, self._conn = None, None
+
+    def __enter__(self) -> "Sweep":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 def _bench_over_wire(opts: BenchOptions, peer: str | None, token: str | None, local_peer: str,
                      progress: ProgressFn | None) -> Any:
     import pandas as pd
 
     rows: list[dict[str, Any]] = []
     samples: dict[int, dict[str, Any]] = {}
-    info: dict[str, Any] = {}
-    with contextlib.ExitStack() as stack:
-        conn, peer_name = _connect(stack, opts, peer, token, local_peer)
-        # Warm the connection and both processes (page faults, caches, CPU clocks) before the
-        # first measured size, so that size is not the odd one out.
-        conn.measure(opts.path, min(opts.sizes[0], 1 << 20), mode="lat", iters=50, warmup=20, chunk=opts.chunk,
-                     depth=opts.depth, device=opts.device)
+    with Sweep(peer=peer, token=token, local_peer=local_peer, opts=opts) as sweep:
         for i, size in enumerate(opts.sizes):
-            row, kept, info = _measure_size(conn, opts, size)
+            row, kept = sweep.row(size)
             rows.append(row)
             if opts.keep_samples:
                 samples[size] = kept
             if progress is not None:
                 progress(i + 1, len(opts.sizes), row)
-        description = conn.server_description
-    what = {"what": f"gdrlab bench --path {opts.path} --wire {opts.wire}", "peer": peer_name,
-            "peer_description": description}
-    what.update(_WIRES[opts.wire].provenance(info))
-    df = provenance.attach(pd.DataFrame(rows), provenance.live(what, machine()))
+        prov = sweep.provenance()
+    df = provenance.attach(pd.DataFrame(rows), prov)
     if opts.keep_samples:
         df.attrs["samples"] = samples
     return df

@@ -1,7 +1,7 @@
 """``gdrlab bench --mpi``: two ranks started by ``mpirun -n 2`` or ``srun -n 2``.
 
 Rank 1 starts the engine's server and sends its address, port and a fresh token to rank 0 over
-MPI (mpi4py); rank 0 measures with :func:`gdrlab.transfer.driver.bench` and returns the result; rank 1
+MPI (mpi4py); rank 0 measures with :func:`gdrlab.transfer.driver.run` (the driver's options, as `bench` checks them) and returns the result; rank 1
 serves until rank 0 says it is done. Both ranks on one host talk over 127.0.0.1; on two hosts
 rank 1 listens on the address its host uses to reach rank 0's host (``GDRLAB_MPI_HOST``
 overrides it). Every wait has a deadline, and a rank that cannot go on calls ``MPI_Abort`` so
@@ -19,9 +19,10 @@ import time
 from types import ModuleType
 from typing import Any, Callable
 
+from .. import provenance
 from ..errors import InvalidArgument, PeerTimeout, Unavailable
 from .buffers import native
-from .driver import bench
+from .driver import BenchOptions, run
 
 __all__ = ["import_mpi", "own_addresses", "listen_address", "bench_mpi"]
 
@@ -90,14 +91,14 @@ def _abort(comm: Any, message: str) -> None:
     comm.Abort(1)
 
 
-def _serve(comm: Any, MPI: Any, args: Any) -> int:
+def _serve(comm: Any, MPI: Any, opts: BenchOptions) -> int:
     """Rank 1: start the server, publish it, serve clients until rank 0 reports it is done."""
     hosts = comm.allgather((socket.gethostname(), own_addresses()))
     info: dict
     try:
         host = listen_address(hosts[1][0], hosts[0][0], hosts[0][1])
         token = secrets.token_hex(16)
-        server = native().Server(host, 0, token, int(args.timeout * 1000), device=args.device)
+        server = native().Server(host, 0, token, int(opts.timeout_s * 1000), device=opts.device)
         info = {"ok": True, "host": host, "port": server.port, "token": token, "hosts": [h for h, _ in hosts]}
     except Exception as exc:  # noqa: BLE001 - reported to rank 0, which raises it
         info = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
@@ -105,7 +106,7 @@ def _serve(comm: Any, MPI: Any, args: Any) -> int:
     if not info["ok"]:
         return 1
     # rank 0 connects right after it receives the address; a long bench keeps serve_one busy
-    first_deadline = time.monotonic() + max(60.0, 6 * args.timeout)
+    first_deadline = time.monotonic() + max(60.0, 6 * opts.timeout_s)
     served = 0
     while True:
         if comm.Iprobe(source=0, tag=TAG_DONE):
@@ -114,7 +115,7 @@ def _serve(comm: Any, MPI: Any, args: Any) -> int:
         came, error = server.serve_one(200)
         if came:
             served += 1
-            first_deadline = time.monotonic() + max(60.0, 6 * args.timeout)
+            first_deadline = time.monotonic() + max(60.0, 6 * opts.timeout_s)
             if error:
                 print(f"gdrlab bench --mpi (rank 1): client ended with {error}", file=sys.stderr, flush=True)
         elif time.monotonic() > first_deadline:
@@ -122,11 +123,11 @@ def _serve(comm: Any, MPI: Any, args: Any) -> int:
             return 1
 
 
-def _measure(comm: Any, MPI: Any, args: Any, chunk: int | None, progress: Callable[..., Any] | None) -> Any:
+def _measure(comm: Any, MPI: Any, opts: BenchOptions, progress: Callable[..., Any] | None) -> Any:
     """Rank 0: receive the server's address, bench against it, tell rank 1 it is done."""
     comm.allgather((socket.gethostname(), own_addresses()))
     try:
-        info = _wait_recv(comm, MPI, 1, TAG_INFO, time.monotonic() + max(60.0, 6 * args.timeout),
+        info = _wait_recv(comm, MPI, 1, TAG_INFO, time.monotonic() + max(60.0, 6 * opts.timeout_s),
                           "the server address")
     except PeerTimeout as exc:
         _abort(comm, str(exc))
@@ -135,19 +136,17 @@ def _measure(comm: Any, MPI: Any, args: Any, chunk: int | None, progress: Callab
         raise Unavailable(f"rank 1 could not start its server: {info['error']}")
     outcome = {"ok": False}
     try:
-        df = bench(path=args.path, sizes=args.sizes, iters=args.iters, mode=args.mode, wire=args.wire,
-                   peer=f"{info['host']}:{info['port']}", token=info["token"], chunk=chunk, depth=args.depth,
-                   device=args.device, window=getattr(args, "window", None), warmup=getattr(args, "warmup", None),
-                   timeout_s=args.timeout, progress=progress)
+        df = run(opts, peer=f"{info['host']}:{info['port']}", token=info["token"], progress=progress)
         outcome = {"ok": True}
     finally:
         comm.send(outcome, dest=1, tag=TAG_DONE)
-    df.attrs["provenance"].update({"launcher": "mpi", "ranks": 2, "hosts": info["hosts"],
-                                   "mpi": MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()})
-    return df
+    return provenance.attach(df, provenance.derived(
+        df, launcher="mpi", ranks=2, hosts=info["hosts"],
+        mpi=MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()))
 
 
-def bench_mpi(args: Any, chunk: int | None, progress: Callable[..., Any] | None = None) -> tuple[int, Any]:
+def bench_mpi(opts: BenchOptions, progress: Callable[..., Any] | None = None, *, peer: str | None = None,
+              local_peer: str = "auto") -> tuple[int, Any]:
     """``gdrlab bench --mpi``: rank 0 measures, rank 1 serves. Returns ``(exit status, DataFrame
     or None)``: rank 0's result, None on rank 1 (which has nothing to print) and on failure.
 
@@ -157,9 +156,9 @@ def bench_mpi(args: Any, chunk: int | None, progress: Callable[..., Any] | None 
     comm = MPI.COMM_WORLD
     size, rank = comm.Get_size(), comm.Get_rank()
     problem = None
-    if getattr(args, "peer", None):
+    if peer:
         problem = "--mpi and --peer exclude each other: with --mpi the peer is rank 1"
-    elif getattr(args, "local_peer", "auto") != "auto":
+    elif local_peer != "auto":
         problem = "--mpi and --local-peer exclude each other: with --mpi the peer is rank 1"
     elif size != 2:
         problem = f"--mpi needs exactly 2 ranks (mpirun -n 2 or srun -n 2); this job has {size}"
@@ -170,6 +169,6 @@ def bench_mpi(args: Any, chunk: int | None, progress: Callable[..., Any] | None 
             raise InvalidArgument(problem)
         return 1, None
     if rank == 1:
-        return _serve(comm, MPI, args), None
-    df = _measure(comm, MPI, args, chunk, progress)
+        return _serve(comm, MPI, opts), None
+    df = _measure(comm, MPI, opts, progress)
     return (0 if df is not None else 1), df

@@ -179,6 +179,12 @@ class SweepWidget:
             self.status.value = f"stopped: {type(exc).__name__}"
             self.out.append_stderr(f"measurement failed: {type(exc).__name__}: {exc}\n")
         finally:
+            close = getattr(self.measure_fn, "close", None)
+            if callable(close):  # e.g. an engine.Sweep: its peer and connection end with the run
+                try:
+                    close()
+                except Exception as exc:  # noqa: BLE001 - said, the sweep's rows stand
+                    self.out.append_stderr(f"closing the measurement failed: {type(exc).__name__}: {exc}\n")
             self._draw()
             self.start_button.disabled, self.stop_button.disabled = False, True
 
