@@ -45,10 +45,15 @@ def test_gpu_paths_verified(path):
     assert (df["bw_gbps"] > 0).all() and (df["lat_p50_us"] > 0).all()
 
 
-@pytest.mark.parametrize("chunk,depth", [(1000, 1), (4096, 2), (1 << 20, 8), (64 << 20, 4)])
+@pytest.mark.parametrize("chunk,depth", [(4096, 1), (4097, 2), (1 << 20, 8), (64 << 20, 4)])
 def test_pipelined_chunking(chunk, depth):
     df = gdrlab.bench(path="pipelined", sizes=[(3 << 20) + 7], iters=3, chunk=chunk, depth=depth)
     assert bool(df["verified"].iloc[0])
+
+
+def test_a_pipelined_chunk_below_4_kib_is_refused_on_the_gpu():
+    with pytest.raises(gdrlab.errors.InvalidArgument, match="at least 4096 bytes"):
+        gdrlab.bench(path="pipelined", sizes=[1 << 20], iters=3, chunk=1000)
 
 
 def test_random_sizes_offsets_on_gpu_paths():

@@ -196,8 +196,9 @@ def test_gpu_transfers_randomized(gpu, serve_process, path):
             kw = {}
             if path == "pipelined":
                 chunk = rng.choice([1, 4093, 65536, 262144, rng.randint(1, size)])
-                # At most ~4096 chunks a message: tiny chunks of megabytes would only test patience.
-                kw = {"chunk": max(chunk, -(-size // 4096)), "depth": rng.randint(1, 8)}
+                # At most ~4096 chunks a message, and at least 4 KiB a chunk (or the whole message),
+                # as the engine requires: odd sizes and odd chunk counts still come up.
+                kw = {"chunk": max(chunk, min(4096, size), -(-size // 4096)), "depth": rng.randint(1, 8)}
             seed = rng.getrandbits(63)
             assert c.transfer(dev, path, size=size, offset=offset, seed=seed, **kw), f"{path} transfer {i}"
             if i % 25 == 0:
