@@ -248,11 +248,18 @@ def run(args: argparse.Namespace) -> int:
                                                   ("--pkey-index", args.pkey_index)))
         apply_link_options(tclass, sl, pkey_index)
     if args.mpi:
+        from ..errors import GdrlabError
         from ..transfer.driver import options
-        from ..transfer.mpi import bench_mpi
-        opts = options(args.path, args.sizes, args.iters, mode=args.mode, wire=args.wire, chunk=chunk,
-                       depth=args.depth, device=args.device, window=args.window, warmup=args.warmup,
-                       timeout_s=args.timeout)
+        from ..transfer.mpi import bench_mpi, world_rank
+        try:
+            opts = options(args.path, args.sizes, args.iters, mode=args.mode, wire=args.wire, chunk=chunk,
+                           depth=args.depth, device=args.device, window=args.window, warmup=args.warmup,
+                           timeout_s=args.timeout)
+        except GdrlabError:
+            # every rank checks the same arguments and stops here; rank 0 alone says why (one --json document)
+            if world_rank() != 0:
+                return 1
+            raise
         status, df = bench_mpi(opts, _progress(args), peer=args.peer, local_peer=args.local_peer)
         if df is not None:
             _print(df, args)

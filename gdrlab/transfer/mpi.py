@@ -24,7 +24,7 @@ from ..errors import InvalidArgument, PeerTimeout, Unavailable
 from .buffers import native
 from .driver import BenchOptions, run
 
-__all__ = ["import_mpi", "own_addresses", "listen_address", "bench_mpi"]
+__all__ = ["import_mpi", "own_addresses", "listen_address", "bench_mpi", "world_rank"]
 
 TAG_INFO, TAG_DONE = 71, 72
 
@@ -143,6 +143,11 @@ def _measure(comm: Any, MPI: Any, opts: BenchOptions, progress: Callable[..., An
     return provenance.attach(df, provenance.derived(
         df, launcher="mpi", ranks=2, hosts=info["hosts"],
         mpi=MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()))
+
+
+def world_rank() -> int:
+    """This process's rank in MPI_COMM_WORLD."""
+    return int(import_mpi().COMM_WORLD.Get_rank())
 
 
 def bench_mpi(opts: BenchOptions, progress: Callable[..., Any] | None = None, *, peer: str | None = None,
