@@ -92,12 +92,23 @@ def honest_loop(port: int, token: str, seconds: float) -> dict:
             "p99_ms": round(q[98] * 1e3, 2) if times else None, "failures": failures}
 
 
-def start_serve(token: str) -> tuple[subprocess.Popen, int]:
+def start_serve(token: str, *extra: str, stderr: int = subprocess.DEVNULL) -> tuple[subprocess.Popen, int]:
+    """`gdrlab serve` on 127.0.0.1, a free port, with `extra` flags: (process, port)."""
     env = dict(os.environ, GDRLAB_TOKEN=token, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "gdrlab", "serve", "--listen", "127.0.0.1:0", "--announce"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "gdrlab", "serve", "--listen", "127.0.0.1:0", "--announce", *extra],
+                            stdout=subprocess.PIPE, stderr=stderr, env=env)
     port = json.loads(proc.stdout.readline())["port"]
     return proc, port
+
+
+def write_results(path: Path | None, benchmark: str, rows: list) -> None:
+    """The benchmark's JSON document (loopback, cores, UTC date, rows) into ``path``, if given."""
+    if path is None:
+        return
+    doc = {"benchmark": benchmark, "loopback": True, "cores": os.cpu_count(),
+           "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "rows": rows}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1))
 
 
 def main() -> int:
@@ -136,11 +147,7 @@ def main() -> int:
     finally:
         proc.terminate()
         proc.wait(30)
-    doc = {"benchmark": "serve handshake pool under attack", "loopback": True, "cores": os.cpu_count(),
-           "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "rows": rows}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(doc, indent=1))
+    write_results(args.json, "serve handshake pool under attack", rows)
     return 0
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import secrets
 import signal
 import socket
@@ -32,16 +31,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+import serve_pool  # noqa: E402 - the pool benchmark's serve starter and attacker
 STAGES = ("sessions", "latency", "guessing", "held", "stops")
 MAGIC, VERSION, HELLO, REJECT = 0x4C524447, 1, 1, 3
 
 
 def start_serve(token: str, *extra: str) -> tuple[subprocess.Popen, int]:
-    env = dict(os.environ, GDRLAB_TOKEN=token, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "gdrlab", "serve", "--listen", "127.0.0.1:0", "--announce", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=os.getcwd())
-    port = json.loads(proc.stdout.readline())["port"]
-    return proc, port
+    return serve_pool.start_serve(token, *extra, stderr=subprocess.PIPE)  # stops read its stderr
 
 
 def stop_serve(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> tuple[int, str]:
@@ -145,8 +142,6 @@ def guessing(port: int, threads: int, rotate: bool, seconds: float) -> dict:
 
 
 def held(port: int, token: str, seconds: float) -> dict:
-    sys.path.insert(0, str(ROOT / "bench"))
-    import serve_pool  # noqa: PLC0415 - the same attacker as the pool benchmark
     atk = subprocess.Popen([sys.executable, str(ROOT / "bench" / "serve_pool.py"), "--attack", str(port), "600", "300",
                             str(seconds + 2), "127.0.0.1"], stdout=subprocess.PIPE)
     time.sleep(1.0)  # its sockets are open before the honest loop starts
@@ -227,11 +222,7 @@ def main() -> int:
                     stop_serve(proc)
     if "stops" in stages:
         report("stops", stops(args.stops))
-    doc = {"benchmark": "serve hostile-load probe", "loopback": True, "cores": os.cpu_count(),
-           "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "rows": rows}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(doc, indent=1))
+    serve_pool.write_results(args.json, "serve hostile-load probe", rows)
     return 0
 
 

@@ -7,7 +7,7 @@ import math
 import re
 import string
 import sys
-from typing import Any, Mapping, Sequence, TypeAlias
+from typing import Any, Callable, Mapping, Sequence, TypeAlias
 
 #: What ``gdrlab.cli`` hands each command's ``add_parser``.
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -28,6 +28,17 @@ def printable(text: str, limit: int = 200) -> str:
     shown = "".join(f"\\x{ord(c) - 0xDC00:02x}" if "\udc80" <= c <= "\udcff"  # an undecodable byte
                     else c.encode("unicode_escape").decode("ascii") for c in text)
     return shown if len(shown) <= limit else shown[:limit] + f"... ({len(text)} characters)"
+
+
+def utf8_text(what: str, text: str, show: Callable[[str], str] = printable) -> str:
+    """``text`` when it is valid UTF-8; command-line and environment text arrive with undecodable
+    bytes as surrogates, refused with one line naming ``what``."""
+    from ..errors import InvalidArgument
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{what} is not valid UTF-8 text ({show(text)})") from None
+    return text
 
 
 # ASCII digits only: int() and float() also take other scripts' digits ("\uff18", full-width 8),

@@ -24,6 +24,7 @@ from ._common import (
     parse_whole,
     printable,
     table,
+    utf8_text,
 )
 
 if TYPE_CHECKING:
@@ -147,15 +148,6 @@ def _recorded_hint(path: str) -> str:
     return ""
 
 
-def _utf8(what: str, text: str) -> str:
-    """Command-line and environment text arrive with undecodable bytes as surrogates: refuse them."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgument(f"{what} is not valid UTF-8 text ({printable(text)})") from None
-    return text
-
-
 def _sizes(flag: str, text: str) -> list[int]:
     """The sizes written for ``flag``; InvalidArgument naming it otherwise."""
     from ..units import parse_sizes
@@ -184,7 +176,7 @@ def check_numbers(args: argparse.Namespace) -> int | None:
 
 def check_peer(peer: str) -> None:
     """--peer is HOST:PORT (or [v6]:PORT) with a port of ASCII digits 1..65535."""
-    _utf8("--peer", peer)
+    utf8_text("--peer", peer)
     host, sep, port = peer.rpartition(":")
     if not sep or not host.strip("[]"):
         raise InvalidArgument(f"--peer must be HOST:PORT, got {printable(peer, 80)}")
@@ -219,12 +211,12 @@ def resolve_token(args: argparse.Namespace) -> tuple[str | None, list[str]]:
             raise InvalidArgument(f"{where} holds no token (it is empty or only whitespace): write the "
                                   "server's token into it")
     elif args.token is not None:
-        token, where = _utf8("--token", args.token), "--token"
+        token, where = utf8_text("--token", args.token), "--token"
         warnings.append("--token puts the secret on the command line, where every user of this machine "
                         "can read it (ps, /proc/PID/cmdline): use --token-file FILE or $GDRLAB_TOKEN")
     elif args.peer is not None:
         where = "$GDRLAB_TOKEN"
-        if len(_utf8(where, os.environ.get("GDRLAB_TOKEN", "")).encode("utf-8")) > MAX_TOKEN_BYTES:
+        if len(utf8_text(where, os.environ.get("GDRLAB_TOKEN", "")).encode("utf-8")) > MAX_TOKEN_BYTES:
             raise InvalidArgument(f"{where}: a token of more than {MAX_TOKEN_BYTES} bytes is refused")
         return None, warnings
     else:

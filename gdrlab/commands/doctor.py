@@ -94,7 +94,6 @@ def render(report: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..hw import discover
-
     from ..hw.pyverbs import pyverbs_status
 
     report = discover(args.sysfs)

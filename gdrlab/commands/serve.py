@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING, Callable, TextIO
 
 from ..errors import InvalidArgument
-from ._common import Subparsers, add_command
+from ._common import Subparsers, add_command, utf8_text
 
 if TYPE_CHECKING:
     from .._native import Server
@@ -107,12 +107,7 @@ def _printable(text: str, limit: int = 200) -> str:
 
 
 def _utf8(text: str, what: str) -> str:
-    """Command-line and environment text arrive with undecodable bytes as surrogates: refuse them."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgument(f"{what} is not valid UTF-8 text ({_printable(text)})") from None
-    return text
+    return utf8_text(what, text, _printable)
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

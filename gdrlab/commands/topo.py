@@ -81,7 +81,13 @@ def render(topo: Topology, level: str | None = None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..topology import PciTreeWarning, from_hwloc, from_sysfs, parse_gdr_level, recorded_machines
+    from ..topology import (
+        PciTreeWarning,
+        from_hwloc,
+        from_sysfs,
+        parse_gdr_level,
+        recorded_machines,
+    )
 
     machines = recorded_machines()
     if args.list:
