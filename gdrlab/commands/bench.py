@@ -113,14 +113,6 @@ def _explained(df: pd.DataFrame, device: Any) -> pd.DataFrame:
         dev = 0
     prof = profile_from_machine(facts_from_doctor(discover(probe_libs=False), cpu, dev))
     out = explain_rows(df, prof)
-    peer = str((df.attrs.get("provenance") or {}).get("peer", ""))
-    if peer.startswith("local") and "wire" in out.columns:
-        # A local peer talks over loopback: no NIC, no wire of the kind the model describes. The
-        # model's figures stay as a reference; a verdict against them would only say "low".
-        over_wire = out["wire"].isin(["tcp", "verbs"]) & (out["verdict"] != "not modelled")
-        out.loc[over_wire, "verdict"] = "not comparable"
-        out.loc[over_wire, "likely_causes"] = ("local peer over loopback: the model is of a NIC between two "
-                                               "hosts; measure against `gdrlab serve` on another host (--peer)")
     out.attrs = {**df.attrs, "model_profile": prof.name, "model": prof.description}
     return out
 

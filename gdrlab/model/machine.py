@@ -146,7 +146,8 @@ def _causes(prof: Profile, row: dict, bottleneck: str) -> list[str]:
 def explain_rows(df: pd.DataFrame | list[dict], profile: Profile | str) -> pd.DataFrame:
     """Measured rows with the model beside them: ``model_lat_us``, ``model_bw_gbps``,
     ``bottleneck``, ``verdict`` (``normal`` within :data:`UNCERTAINTY`, ``low`` when slower,
-    ``high`` when faster than modelled, ``not modelled``) and ``likely_causes`` (for ``low``)."""
+    ``high`` when faster than modelled, ``not modelled``, ``not comparable`` for wire rows measured
+    against a local peer over loopback) and ``likely_causes`` (for ``low``)."""
     import pandas as pd
 
     from .core import NETWORK_PATHS, _resolve, as_sizes, check_path, evaluate_full
@@ -174,6 +175,14 @@ def explain_rows(df: pd.DataFrame | list[dict], profile: Profile | str) -> pd.Da
                     add["likely_causes"] = "; ".join(_causes(prof, r, str(neck[0])))
         out.append({**r, **add})
     res = pd.DataFrame(out)
+    peer = str((getattr(df, "attrs", {}).get("provenance") or {}).get("peer", ""))
+    if peer.startswith("local") and "wire" in res.columns:
+        # A local peer talks over loopback: no NIC, no wire of the kind the model describes. The
+        # model's figures stay as a reference; a verdict against them would only say "low".
+        over_wire = res["wire"].isin(["tcp", "verbs"]) & (res["verdict"] != "not modelled")
+        res.loc[over_wire, "verdict"] = "not comparable"
+        res.loc[over_wire, "likely_causes"] = ("local peer over loopback: the model is of a NIC between two "
+                                               "hosts; measure against `gdrlab serve` on another host (--peer)")
     res.attrs["model_profile"] = prof.name
     return res
 
