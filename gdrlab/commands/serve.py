@@ -214,14 +214,6 @@ def run(args: argparse.Namespace) -> int:
               "measure one client at a time",
               f"memory budget: host {max_host / 2**30:.1f} GiB (--max-pinned), "
               f"GPU {max_gpu / 2**30:.1f} GiB (--max-gpu-mem); GPU tests use device {args.device} (--device)"]
-    if args.announce or args.json:
-        doc: dict = {"port": server.port, "host": host}
-        if generated:
-            doc["token"] = generated
-        if warnings:
-            doc["warnings"] = warnings
-        doc["notes"] = notes
-        print(json.dumps(doc), flush=True)
     # From here on stderr is written without blocking and SIGTERM/Ctrl-C only set a flag: a stderr
     # nobody reads never delays serving or a stop.
     out = _LogWriter(sys.stderr)
@@ -241,6 +233,16 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"gdrlab serve: generated token (shown once; clients set GDRLAB_TOKEN to it): {generated}")
         lines.append(f"gdrlab serve: listening on {host}:{server.port}" + (" (token required)" if token else ""))
     out.write(lines)
+    # The announce document comes last: a reader that acts on it (stops the server at once, say)
+    # finds the handlers installed and the warnings already written.
+    if args.announce or args.json:
+        doc: dict = {"port": server.port, "host": host}
+        if generated:
+            doc["token"] = generated
+        if warnings:
+            doc["warnings"] = warnings
+        doc["notes"] = notes
+        print(json.dumps(doc), flush=True)
     if args.once:
         out.close(5.0)
         return _serve_once(server)
