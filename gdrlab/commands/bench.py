@@ -97,21 +97,13 @@ EXPLAIN_COLUMNS = ("model_lat_us", "model_bw_gbps", "bottleneck", "verdict", "li
 
 def _explained(df: pd.DataFrame, device: Any) -> pd.DataFrame:
     """``df`` with the model of this machine beside each row (works without a GPU: host rows)."""
-    from ..hw import discover
     from ..model import explain_rows, profile_from_machine
-    from ..model.machine import facts_from_doctor
 
-    cpu = None
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), None)
-    except OSError:
-        pass
     try:
         dev = int(device)
     except (TypeError, ValueError):
         dev = 0
-    prof = profile_from_machine(facts_from_doctor(discover(probe_libs=False), cpu, dev))
+    prof = profile_from_machine(device=dev)
     out = explain_rows(df, prof)
     out.attrs = {**df.attrs, "model_profile": prof.name, "model": prof.description}
     return out

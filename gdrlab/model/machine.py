@@ -5,9 +5,10 @@ made-up machines as well as on this one::
 
     {"gpu_name": "NVIDIA H100 80GB HBM3", "pcie_gen": 3, "pcie_width": 8, "pcie_max_gen": 5,
      "pcie_max_width": 16, "nic_rate": "400 Gb/sec (4X NDR)", "link_layer": "InfiniBand",
-     "gpu_numa": 0, "nic_numa": 1, "cpu": "Intel(R) Xeon(R) Platinum 8480+"}
+     "nic_mtu": 4096, "gpu_numa": 0, "nic_numa": 1, "cpu": "Intel(R) Xeon(R) Platinum 8480+"}
 
-Every key is optional. It starts from the nearest catalog profile (by GPU name), puts in the
+Every key is optional; with no facts at all, :func:`machine_facts` reads them from this machine
+(what ``gdrlab doctor`` reads, the NIC's NUMA node from sysfs, the CPU from /proc/cpuinfo). It starts from the nearest catalog profile (by GPU name), puts in the
 links as they trained, the NIC's rate and link layer, the placement from the NUMA nodes and the
 host class from the CPU name, and derives the scaling constants again (:mod:`.relations`).
 :func:`explain_rows` then gives per measured row the model's prediction, the bottleneck and a
@@ -26,7 +27,8 @@ from .relations import LINK_LAYERS, pcie_gbps, rederive
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["profile_from_machine", "facts_from_doctor", "explain_rows", "nearest_profile", "host_class_of", "UNCERTAINTY"]
+__all__ = ["profile_from_machine", "facts_from_doctor", "machine_facts", "explain_rows", "nearest_profile",
+           "host_class_of", "UNCERTAINTY"]
 
 #: The model's stated uncertainty: docs/model.md's validation tolerance.
 UNCERTAINTY = 0.25
@@ -61,8 +63,11 @@ def _rate_gbps(rate: Any) -> float | None:
     return float(m.group(1)) / 8 if m else None
 
 
-def profile_from_machine(facts: dict[str, Any]) -> Profile:
-    """A profile of the machine ``facts`` describe (see the module docstring for the keys)."""
+def profile_from_machine(facts: dict[str, Any] | None = None, *, device: int = 0) -> Profile:
+    """A profile of the machine ``facts`` describe (see the module docstring for the keys); with no
+    ``facts``, of this machine as :func:`machine_facts` reads it (GPU ``device``)."""
+    if facts is None:
+        facts = machine_facts(device)
     base_name = nearest_profile(facts.get("gpu_name"))
     base = get_profile(base_name)
     topo = copy.deepcopy(base.topology)
@@ -85,12 +90,16 @@ def profile_from_machine(facts: dict[str, Any]) -> Profile:
         if rate is not None:
             values["nic_wire_gbps"] = rate
             sources["nic_wire_gbps"] = f"this machine: NIC port rate {facts.get('nic_rate')}"
+        mtu = facts.get("nic_mtu")
         for d in devices.values():
             if d.get("kind") == "nic":
                 d["link_layer"] = ll
-        if ll == "InfiniBand":
-            for d in devices.values():
-                d.pop("mtu", None)
+                if mtu:
+                    d["mtu"] = int(mtu)
+                elif ll == "InfiniBand":
+                    d.pop("mtu", None)
+        if mtu and ll != "EFA" and int(mtu) < 4096:
+            notes.append(f"RDMA MTU {int(mtu)} B: more headers per byte than at 4096 (check the interface MTU)")
     elif "nic_rate" in facts or facts.get("no_nic"):  # asked, and no RDMA NIC found
         topo["devices"] = {k: d for k, d in devices.items() if d.get("kind") != "nic"}
     placement = None
@@ -109,24 +118,56 @@ def profile_from_machine(facts: dict[str, Any]) -> Profile:
                    f"{base_name}, with this machine's links (doctor facts)", level=base.level)
 
 
-def facts_from_doctor(report: dict[str, Any], cpu: str | None = None, device: int = 0) -> dict[str, Any]:
+_GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
+def facts_from_doctor(report: dict[str, Any], cpu: str | None = None, device: int = 0,
+                      pci: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The facts :func:`profile_from_machine` takes, from a ``gdrlab doctor --json`` report (the
-    GPU ``device``, the first active RDMA port) and the CPU model name."""
+    GPU ``device``, the first active RDMA port, preferring one on the GPU's NUMA node) and the CPU
+    model name. ``pci`` (``gdrlab.hw.pci_devices``) fills in what the report leaves out: the
+    NIC's NUMA node and the GPU's maximum link when NVML did not give it."""
+    by_bus = {d.get("pci_bus_id"): d for d in (pci or [])}
     facts: dict[str, Any] = {"cpu": cpu}
     gpus = [g for g in report.get("gpus", []) if g.get("index") == device] or report.get("gpus", [])[:1]
     if gpus:
         g = gpus[0]
+        s = by_bus.get(g.get("pci_bus_id"), {})
+        max_gen = g.get("pcie_max_gen") or _GEN_BY_GTS.get(s.get("max_link_gts"))  # type: ignore[arg-type]
         facts.update(gpu_name=g.get("name"), pcie_gen=g.get("pcie_gen"), pcie_width=g.get("pcie_width"),
-                     pcie_max_gen=g.get("pcie_max_gen"), pcie_max_width=g.get("pcie_max_width"),
+                     pcie_max_gen=max_gen, pcie_max_width=g.get("pcie_max_width") or s.get("max_link_width"),
                      gpu_numa=g.get("numa_node"))
     ports = [(d, p) for d in report.get("rdma_devices", []) for p in d.get("ports", [])
              if (p.get("state") or "").upper() == "ACTIVE"]
+
+    def numa(d: dict[str, Any]) -> Any:
+        return d.get("numa_node") if d.get("numa_node") is not None else by_bus.get(d.get("pci_bus_id"), {}).get(
+            "numa_node")
+
     if ports:
-        d, p = ports[0]
-        facts.update(nic_rate=p.get("rate"), link_layer=p.get("link_layer"), nic_numa=d.get("numa_node"))
+        near = [(d, p) for d, p in ports if facts.get("gpu_numa") is not None and numa(d) == facts["gpu_numa"]]
+        d, p = (near or ports)[0]
+        facts.update(nic_rate=p.get("rate"), link_layer=p.get("link_layer"), nic_numa=numa(d),
+                     nic_mtu=p.get("active_mtu"))
     else:
         facts["no_nic"] = True
     return facts
+
+
+def machine_facts(device: int = 0, root: str = "/") -> dict[str, Any]:
+    """The facts of this machine (or of a recorded sysfs tree at ``root``): the doctor's report,
+    the PCI devices' NUMA nodes and links, and the CPU model name from ``/proc/cpuinfo``."""
+    import os
+
+    from ..hw import discover, pci_devices
+
+    cpu = None
+    try:
+        with open(os.path.join(root, "proc/cpuinfo")) as fh:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), None)
+    except OSError:
+        pass
+    return facts_from_doctor(discover(root, probe_libs=False), cpu, device, pci_devices(root))
 
 
 def _causes(prof: Profile, row: dict, bottleneck: str) -> list[str]:
@@ -143,8 +184,9 @@ def _causes(prof: Profile, row: dict, bottleneck: str) -> list[str]:
     return causes or ["none known: measure again, check for other load"]
 
 
-def explain_rows(df: pd.DataFrame | list[dict], profile: Profile | str) -> pd.DataFrame:
-    """Measured rows with the model beside them: ``model_lat_us``, ``model_bw_gbps``,
+def explain_rows(df: pd.DataFrame | list[dict], profile: Profile | str | None = None) -> pd.DataFrame:
+    """Measured rows with the model beside them (``profile``: this machine's,
+    :func:`profile_from_machine`, when not given): ``model_lat_us``, ``model_bw_gbps``,
     ``bottleneck``, ``verdict`` (``normal`` within :data:`UNCERTAINTY`, ``low`` when slower,
     ``high`` when faster than modelled, ``not modelled``, ``not comparable`` for wire rows measured
     against a local peer over loopback) and ``likely_causes`` (for ``low``)."""
@@ -153,7 +195,7 @@ def explain_rows(df: pd.DataFrame | list[dict], profile: Profile | str) -> pd.Da
     from .core import NETWORK_PATHS, _resolve, as_sizes, check_path, evaluate_full
     from .fit import _val, row_target
 
-    prof = get_profile(profile)
+    prof = get_profile(profile if profile is not None else profile_from_machine())
     rows = df.to_dict(orient="records") if hasattr(df, "to_dict") else [dict(r) for r in df]
     out = []
     for r in rows:
