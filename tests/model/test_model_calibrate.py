@@ -121,8 +121,11 @@ def test_h200_lab_is_up_to_date_with_the_recorded_files():
     assert present <= set(prof.calibration["files"]), (
         "recorded files were added after h200-lab was fitted: run python -m gdrlab.model.calibrate_h200")
     fresh, _ = calibrate_h200.build_h200_lab()
+    # The fit is a least-squares solve; LAPACK builds differ in the last digits of an
+    # ill-conditioned column (ce_ramp_d2h_us, about 0.01 us, moved by 2e-9 of itself between two
+    # machines). A refit that matters moves a parameter by far more than a millionth of itself.
     for k, v in fresh.params.items():
-        assert prof.params[k] == pytest.approx(v, rel=1e-9), k
+        assert prof.params[k] == pytest.approx(v, rel=1e-6), k
 
 
 def test_h200_lab_within_10_percent_on_smooth_recordings():
