@@ -15,7 +15,7 @@ from .fit import calibrate
 from .core import (NETWORK_PATHS, PATHS, STAGES, WIRES, available_paths, bandwidth_gbps, default_paths, explain,
                    latency_us,
                    predict, predict_all, stage_us)
-from .machine import explain_rows, profile_from_machine
+from .machine import explain_rows, machine_facts, profile_from_machine
 from .params import LEVELS, PARAMS, PLACEMENTS, param_names, param_range
 from .policy import CHUNK_NOTE, crossings, crossover, hybrid_policy
 from .profile import Profile, borrow_nic, get_profile, profiles
@@ -23,6 +23,6 @@ from .profile import Profile, borrow_nic, get_profile, profiles
 __all__ = [
     "PATHS", "NETWORK_PATHS", "PLACEMENTS", "LEVELS", "STAGES", "WIRES", "PARAMS", "Profile", "profiles", "get_profile",
     "borrow_nic", "param_names", "param_range", "predict", "predict_all", "latency_us", "bandwidth_gbps", "stage_us",
-    "available_paths", "default_paths", "explain", "crossover", "crossings", "CHUNK_NOTE", "hybrid_policy", "register_mr", "profile_from_machine", "explain_rows", "bar1_available_bytes", "calibrate",
+    "available_paths", "default_paths", "explain", "crossover", "crossings", "CHUNK_NOTE", "hybrid_policy", "register_mr", "profile_from_machine", "machine_facts", "explain_rows", "bar1_available_bytes", "calibrate",
 ]
 
