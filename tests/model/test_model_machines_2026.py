@@ -98,15 +98,47 @@ def test_every_parameter_of_a_new_profile_is_cited_or_marked(name):
 
 
 def test_thirty_sizes_of_every_path_within_the_redraw_budget():
+    from gdrlab.errors import InvalidArgument, Unavailable
+
     sizes = np.geomspace(8, 64 * MiB, 30)
     for name in model.profiles():
         prof = model.get_profile(name)
-        paths = model.default_paths(prof)
+        pairs = []  # every path over every wire it can run on this profile
+        for path in model.PATHS:
+            for w in (model.WIRES if path in model.NETWORK_PATHS else (None,)):
+                try:
+                    model.latency_us(prof, path, [8], wire=w)
+                except (Unavailable, InvalidArgument):
+                    continue
+                pairs.append((path, w))
+        assert set(model.default_paths(prof)) <= {p for p, _ in pairs}
         best = float("inf")
         for _ in range(5):
             t = time.perf_counter()
-            for path in paths:
-                model.latency_us(prof, path, sizes)
-                model.bandwidth_gbps(prof, path, sizes)
+            for path, w in pairs:
+                model.latency_us(prof, path, sizes, wire=w)
+                model.bandwidth_gbps(prof, path, sizes, wire=w)
             best = min(best, time.perf_counter() - t)
-        assert best < 0.020, f"{name}: {best * 1e3:.1f} ms for 30 sizes of {len(paths)} paths"
+        assert best < 0.020, f"{name}: {best * 1e3:.1f} ms for 30 sizes of {len(pairs)} paths and wires"
+
+
+@pytest.mark.parametrize("cpu,cls,launch,extra,share", [
+    # docs/model.md's relation table: NVIDIA 2014 blog (Ivy Bridge: cudaMemcpy about 8 us; GDR 1.7-1.9
+    # vs 1.3 us host to host), Sandy/Ivy Bridge write-combined share 0.40 (assumed)
+    ("Intel(R) Xeon(R) CPU E5-2680 v2 @ 2.80GHz", "ivy-bridge", (8.0, 8.0), 0.5, 0.40),
+    # H200 on Sapphire Rapids (measured: 8 B H2D 5.9 us, D2H 6.5 us); gdrcopy README 9.6 / 15.75 = 0.61
+    ("Intel(R) Xeon(R) Platinum 8480+", "sapphire-rapids", (5.9, 6.5), 0.2, 0.61),
+    ("AMD EPYC 7742 64-Core Processor", "epyc", (6.0, 6.0), 0.2, 0.61),
+])
+def test_the_same_gpu_link_on_another_host_class_gets_that_class_constants(cpu, cls, launch, extra, share):
+    pcie3_x16 = 8 * 16 * 128 / 130 / 8  # 15.75 GB/s
+    prof = model.profile_from_machine({"gpu_name": "Tesla V100-SXM2-16GB", "pcie_gen": 3, "pcie_width": 16,
+                                       "cpu": cpu})
+    p = prof.params
+    assert prof.topology["host_class"] == cls
+    assert (p["ce_launch_h2d_us"], p["ce_launch_d2h_us"]) == pytest.approx(launch)
+    assert p["gdr_extra_us"] == pytest.approx(extra)
+    assert p["gdrcopy_write_gbps"] == pytest.approx(share * pcie3_x16, rel=0.01)
+    assert prof.sources["ce_launch_h2d_us"].startswith("relation: host class " + cls)
+    # a launch is part of every small staged copy: the 8-byte H2D stage costs at least the launch
+    assert float(model.stage_us(prof, "copy-h2d-pinned", [8])[0]) >= launch[0]
