@@ -1,7 +1,8 @@
 """Checks used by the labs' autograder cells, with messages a learner can act on.
 
 Every check raises ``AssertionError`` (what nbgrader counts as a failed test) whose message says
-what was expected, what was found and, where it helps, a hint. Exercises are graded on
+what was found, what kind of mistake it looks like and, where it helps, a hint; never the
+expected value (feedback is read by the next cohort too). Exercises are graded on
 deterministic data only: recorded datasets (:func:`dataset`) and the model, never on a live
 measurement, so a grade does not depend on the machine that runs the grader.
 """
@@ -46,6 +47,20 @@ def _fmt(x: float, unit: str) -> str:
     return f"{x:.4g}" + (f" {unit}" if unit else "")
 
 
+def _unit_slip(got: float, want: float) -> str:
+    """' (off by about a factor 1000: check the units)' where the ratio looks like a unit mistake."""
+    if got == 0 or want == 0 or (got > 0) != (want > 0):
+        return ""
+    ratio = abs(got / want)
+    for factor, what in ((1e3, "1000"), (1e6, "a million"), (1e9, "a billion"), (1024, "1024"), (2**20, "2**20"),
+                         (2**30, "2**30"), (8, "8 (bits and bytes?)"), (1.024, "1.024 (GB and GiB?)"),
+                         (1.048576, "1.05 (MB and MiB?)"), (1.073741824, "1.07 (GB and GiB?)")):
+        for r in (factor, 1 / factor):
+            if math.isclose(ratio, r, rel_tol=0.02):
+                return f" (off by about a factor {what}: check the units)"
+    return ""
+
+
 def check_close(value: Any, expected: float, *, rel: float = 0.05, abs_tol: float = 0.0, name: str = "value",
                 unit: str = "", hint: str = "") -> None:
     """Pass when ``value`` is within ``rel`` (relative) or ``abs_tol`` (absolute) of ``expected``."""
@@ -56,8 +71,7 @@ def check_close(value: Any, expected: float, *, rel: float = 0.05, abs_tol: floa
     if math.isclose(got, want, rel_tol=rel, abs_tol=abs_tol):
         return
     tol = f"within {rel:.0%}" if abs_tol == 0 else f"within {rel:.0%} or {_fmt(abs_tol, unit)}"
-    ratio = f" (you are off by a factor {got / want:.3g})" if want != 0 and got != 0 else ""
-    raise AssertionError(f"{name} = {_fmt(got, unit)}, expected about {_fmt(want, unit)} ({tol}){ratio}."
+    raise AssertionError(f"{name} = {_fmt(got, unit)} is not {tol} of the expected value{_unit_slip(got, want)}."
                          + (f" Hint: {hint}" if hint else ""))
 
 
@@ -67,7 +81,8 @@ def check_between(value: Any, low: float, high: float, *, name: str = "value", u
     got = _number(value, name)
     if low <= got <= high:
         return
-    raise AssertionError(f"{name} = {_fmt(got, unit)}, expected between {_fmt(low, unit)} and {_fmt(high, unit)}."
+    side = "too low" if got < low else "too high"
+    raise AssertionError(f"{name} = {_fmt(got, unit)} is outside the accepted range ({side})."
                          + (f" Hint: {hint}" if hint else ""))
 
 
@@ -79,7 +94,8 @@ def check_equal(value: Any, expected: Any, *, name: str = "value", hint: str = "
     b = expected.strip() if isinstance(expected, str) else expected
     if a == b:
         return
-    raise AssertionError(f"{name} = {value!r}, expected {expected!r}." + (f" Hint: {hint}" if hint else ""))
+    shown = repr(value) if len(repr(value)) <= 200 else repr(value)[:200] + "..."
+    raise AssertionError(f"{name} = {shown} is not the expected answer." + (f" Hint: {hint}" if hint else ""))
 
 
 def check_set_equal(values: Iterable[Any], expected: Iterable[Any], *, name: str = "answer", hint: str = "") -> None:
@@ -91,9 +107,9 @@ def check_set_equal(values: Iterable[Any], expected: Iterable[Any], *, name: str
         return
     parts = []
     if want - got:
-        parts.append(f"missing {sorted(map(str, want - got))}")
+        parts.append(f"{len(want - got)} item(s) missing")
     if got - want:
-        parts.append(f"should not contain {sorted(map(str, got - want))}")
+        parts.append(f"{len(got - want)} item(s) that should not be there: {sorted(map(str, got - want))}")
     raise AssertionError(f"{name}: " + "; ".join(parts) + "." + (f" Hint: {hint}" if hint else ""))
 
 

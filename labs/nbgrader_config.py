@@ -14,5 +14,11 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(c.CourseDirectory.root, "
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# Generous per-cell timeout: a live sweep on a slow machine may take a while; graded cells do not.
-c.ExecutePreprocessor.timeout = 300
+
+# A grade an instructor can trust (docs/nbgrader-workflow.md, "What the grader guarantees"):
+# answers are screened before anything runs, the kernel runs confined to a copy of the one
+# submission (it cannot read source/, other learners' folders or the gradebook), and feedback
+# shows no hidden test.
+from gdrlab.autograde.steps import configure  # noqa: E402
+
+configure(c)

@@ -33,7 +33,7 @@ from traitlets import Bool, Dict, List, Unicode
 from . import landlock
 from .screen import bound_names, import_map, read_names, screen
 
-__all__ = ["ScreenAnswers", "SandboxedExecute", "ScrubFeedback", "FORBIDDEN_CALLS"]
+__all__ = ["ScreenAnswers", "SandboxedExecute", "ScrubFeedback", "FORBIDDEN_CALLS", "configure"]
 
 _HIDDEN = re.compile(r"^[ \t]*#+[ \t]*BEGIN HIDDEN TESTS.*?^[ \t]*#+[ \t]*END HIDDEN TESTS[^\n]*\n?", re.M | re.S)
 
@@ -272,3 +272,18 @@ class ScrubFeedback(NbGraderPreprocessor):
                 outputs.append(out)
             cell["outputs"] = outputs
         return nb, resources
+
+
+def configure(c: Any, *, timeout_s: int = 300) -> None:
+    """Puts the three steps into an nbgrader configuration ``c`` (``labs/nbgrader_config.py``
+    calls this): nbgrader's own autograde and feedback steps, with the screen before execution,
+    the sandboxed execution in place of ``Execute`` and the scrub before the HTML is written."""
+    from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, GetGrades, IgnorePattern,
+                                        LimitOutput, SaveAutoGrades)
+
+    c.Autograde.autograde_preprocessors = [ScreenAnswers, SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor,
+                                           LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+    # generous per cell: a live sweep on a slow machine may take a while; graded cells do not
+    c.SandboxedExecute.timeout = timeout_s
+    c.GenerateFeedback.preprocessors = [GetGrades, ScrubFeedback, CSSHTMLHeaderPreprocessor]

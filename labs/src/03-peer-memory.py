@@ -398,7 +398,7 @@ grading.check_equal(breakeven_reuses(10.0, 0.0, 20.0, 0.0), 1, name="breakeven_r
 assert breakeven_reuses(1.0, 1.0, 1.0, 2.0) is None, "breakeven_reuses(1, 1, 1, 2) should be None"
 for args in [(1300.0, 677.0, 7.7, 0.5), (40.0, 5.0, 2.5, 0.1), (7.0, 0.0, 7.0, 0.0)]:
     got, want = breakeven_reuses(*args), _want(*args)
-    assert got == want, f"breakeven_reuses{args} = {got!r}, expected {want!r}"
+    assert got == want, f"breakeven_reuses{args} = {got!r} is not the expected result"
 ### END HIDDEN TESTS
 
 # %% [markdown] id="03-amortization-tests-note"
