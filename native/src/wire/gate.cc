@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <cstring>
 
@@ -23,8 +24,11 @@ int ms_until(Clock::time_point t, Clock::time_point now) {
   return d <= 0 ? 0 : (d > 1 << 30 ? 1 << 30 : static_cast<int>(d));
 }
 
+// Saturates: a time point never set (the clock's epoch, the machine's boot) is as long ago as
+// INT_MAX ms, never a wrapped negative count once the machine has been up 25 days.
 int ms_since(Clock::time_point t) {
-  return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+  return static_cast<int>(std::clamp<long long>(ms, INT_MIN, INT_MAX));
 }
 
 std::string more(uint64_t n) { return n ? " (" + std::to_string(n) + " more since the last line)" : ""; }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <dirent.h>
 #include <fstream>
 #include <system_error>
@@ -30,6 +31,8 @@ constexpr double kChecksPerSecond = 16;   // ... then this many a second (source
 constexpr size_t kMaxAddrs = 4096;        // sources remembered; past this the least recently used go
 constexpr int kMaxSessionLines = 100;     // authenticated sessions' lines per interval, all sources together
 constexpr int kMaxRefusalLines = 20;        // refusal log lines per interval, all addresses together
+constexpr int kMaxSummaryLines = 20;        // per-source "N more ... left out" lines per interval, all sources
+                                            // together; the rest are pooled into one line an interval
 constexpr int kSessionLinesPerKind = 3;     // an authenticated address's lines of one kind per interval
 constexpr int kAnswerSpacingMs = 50;        // refused tokens from one address: answers this far apart at least
 constexpr int kFdsPerSession = 4;           // a session's socket, and a verbs session's device files
@@ -50,8 +53,11 @@ std::string describe_host() {
   return d;
 }
 
+// Saturates: a time point never set (the clock's epoch, the machine's boot) is as long ago as
+// INT_MAX ms, never a wrapped negative count once the machine has been up 25 days.
 int ms_since(Clock::time_point t) {
-  return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+  return static_cast<int>(std::clamp<long long>(ms, INT_MIN, INT_MAX));
 }
 
 // How a log line names a source: "client 192.0.2.7", or "clients from 127.0.0.0/8" for a range.
@@ -279,7 +285,8 @@ void Server::session_log(const std::string& addr, const std::string& kind, const
     LineKind& k = st.kinds[kind];
     if (ms_since(k.since) >= limits_.log_interval_ms) {  // a new interval for this kind
       if (k.left_out)  // not summarised yet (take_log not called since): say so before the new line
-        before.push_back(left_out_line(rate_key(host_of(addr)), kind, k.left_out, limits_.log_interval_ms));
+        summary_line(left_out_line(rate_key(host_of(addr)), kind, k.left_out, limits_.log_interval_ms), k.left_out,
+                     &before);
       k = LineKind{Clock::now(), 0, 0};
     }
     if (k.lines >= kSessionLinesPerKind) {
@@ -309,8 +316,7 @@ void Server::summaries(bool final, std::vector<std::string>* out) {
   for (auto& [host, st] : addrs_)
     for (auto& [kind, k] : st.kinds) {
       if (!k.left_out || (!final && ms_since(k.since) < limits_.log_interval_ms)) continue;
-      if (out->size() < kMaxLogLines) out->push_back(left_out_line(host, kind, k.left_out, limits_.log_interval_ms));
-      else ++log_dropped_;  // the overall cap holds for summaries too
+      summary_line(left_out_line(host, kind, k.left_out, limits_.log_interval_ms), k.left_out, out);
       k.left_out = 0;
     }
   if (session_left_out_ && (final || ms_since(session_window_) >= limits_.log_interval_ms)) {
@@ -325,13 +331,40 @@ void Server::summaries(bool final, std::vector<std::string>* out) {
   // once its interval is over (a burst followed by quiet, or the stop).
   for (auto& [host, st] : addrs_) {
     if (!st.suppressed || (!final && ms_since(st.last_log) < limits_.log_interval_ms)) continue;
-    if (out->size() < kMaxLogLines)
-      out->push_back(source_label(host) + ": " + std::to_string(st.suppressed) +
-                     " more refused before authentication left out (one line per address per interval)");
-    else
-      ++log_dropped_;
+    summary_line(source_label(host) + ": " + std::to_string(st.suppressed) +
+                     " more refused before authentication left out (one line per address per interval)",
+                 st.suppressed, out);
     st.suppressed = 0;
   }
+  if (pooled_sources_ && (final || ms_since(pooled_since_) >= limits_.log_interval_ms)) {
+    if (out->size() < kMaxLogLines)
+      out->push_back(std::to_string(pooled_lines_) + " more lines left out from " + std::to_string(pooled_sources_) +
+                     " more sources (at most " + std::to_string(kMaxSummaryLines) +
+                     " lines naming a source's count an interval, from all sources together)");
+    else
+      ++log_dropped_;
+    pooled_lines_ = 0;
+    pooled_sources_ = 0;
+  }
+}
+
+// A line saying how many of one source's lines were left out: at most kMaxSummaryLines an interval
+// from all sources together; past that its count is pooled into one line an interval (summaries),
+// so sources rotating through many addresses cannot flood the log through their summaries.
+void Server::summary_line(std::string line, uint64_t n, std::vector<std::string>* out) {  // mu_ held
+  if (ms_since(summary_window_) >= limits_.log_interval_ms) {
+    summary_window_ = Clock::now();
+    summary_lines_ = 0;
+  }
+  if (summary_lines_ < kMaxSummaryLines) {
+    ++summary_lines_;
+    if (out->size() < kMaxLogLines) out->push_back(std::move(line));
+    else ++log_dropped_;  // the overall cap holds for summaries too
+    return;
+  }
+  if (!pooled_sources_) pooled_since_ = Clock::now();
+  pooled_lines_ += n;
+  ++pooled_sources_;
 }
 
 // Token checks (wire/gate.h): after a refused token, its source's next check waits 50 ms,
@@ -411,6 +444,7 @@ Server::AddrState& Server::addr_state(const std::string& peer) {  // mu_ held
     auto cut = used.begin() + static_cast<std::ptrdiff_t>(kMaxAddrs / 8);
     std::nth_element(used.begin(), cut, used.end());
     const Clock::time_point limit = *cut;
+    std::vector<std::string> said;
     for (auto it = addrs_.begin(); it != addrs_.end();) {
       if (it->second.last_used > limit) {
         ++it;
@@ -418,10 +452,15 @@ Server::AddrState& Server::addr_state(const std::string& peer) {  // mu_ held
       }
       uint64_t left = it->second.suppressed;
       for (const auto& [kind, k] : it->second.kinds) left += k.left_out;
-      if (left && log_.size() < kMaxLogLines)
-        log_.push_back(source_label(it->first) + ": " + std::to_string(left) + " more lines left out (forgotten: " +
-                       std::to_string(kMaxAddrs) + " sources remembered at most)");
+      if (left)
+        summary_line(source_label(it->first) + ": " + std::to_string(left) + " more lines left out (forgotten: " +
+                         std::to_string(kMaxAddrs) + " sources remembered at most)",
+                     left, &said);
       it = addrs_.erase(it);
+    }
+    for (std::string& line : said) {
+      if (log_.size() < kMaxLogLines) log_.push_back(std::move(line));
+      else ++log_dropped_;
     }
   }
   AddrState& st = addrs_[addr];

@@ -228,6 +228,7 @@ class Server : private GateOwner {
   // unless this address already logged kSessionLinesPerKind of that kind this interval.
   void session_log(const std::string& addr, const std::string& kind, const std::string& line);
   void summaries(bool final, std::vector<std::string>* out);  // mu_ held
+  void summary_line(std::string line, uint64_t n, std::vector<std::string>* out);  // mu_ held
   void note_failure(const std::string& addr);  // a refused token: its source's next check waits
   bool log_allowed(const std::string& addr, uint64_t* suppressed);
   AddrState& addr_state(const std::string& addr);
@@ -269,6 +270,10 @@ class Server : private GateOwner {
   std::chrono::steady_clock::time_point session_window_{};  // session lines of all sources together
   int session_lines_ = 0;
   uint64_t session_left_out_ = 0;
+  std::chrono::steady_clock::time_point summary_window_{};  // per-source summary lines, all sources together
+  int summary_lines_ = 0;
+  uint64_t pooled_lines_ = 0, pooled_sources_ = 0;  // summaries past kMaxSummaryLines, said as one line
+  std::chrono::steady_clock::time_point pooled_since_{};
   double check_tokens_ = 0;  // refused tokens the server may still answer at once, all sources together
   std::chrono::steady_clock::time_point check_refill_{};
   std::deque<std::string> log_;
