@@ -134,11 +134,22 @@ def main(argv: list[str] | None = None) -> int:
                                                  "and to write only beneath --rw paths (Landlock).")
     parser.add_argument("--ro", action="append", default=[], metavar="PATH", help="a path that may be read")
     parser.add_argument("--rw", action="append", default=[], metavar="PATH", help="a path that may be read and written")
+    parser.add_argument("--home", metavar="DIR", help="a writable folder that becomes HOME, TMPDIR, IPYTHONDIR and "
+                                                      "the Jupyter and cache folders (its subfolders are made)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given (after --)")
+    if args.home:
+        places = {"HOME": "home", "TMPDIR": "tmp", "IPYTHONDIR": "ipython", "MPLCONFIGDIR": "tmp",
+                  "JUPYTER_CONFIG_DIR": "jupyter", "JUPYTER_DATA_DIR": "jupyter", "XDG_CACHE_HOME": "cache",
+                  "XDG_CONFIG_HOME": "config"}
+        for var, sub in places.items():
+            path = os.path.join(args.home, sub)
+            os.makedirs(path, exist_ok=True)
+            os.environ[var] = path
+        args.rw.append(args.home)
     try:
         restrict(args.ro, args.rw)
     except OSError as exc:

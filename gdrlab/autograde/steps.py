@@ -148,7 +148,8 @@ class _SandboxedKernelManager(AsyncKernelManager):
             ro += ["--ro", path]
         if self.connection_file:
             ro += ["--ro", os.path.abspath(self.connection_file)]
-        return [sys.executable, "-m", "gdrlab.autograde.landlock", *ro, "--rw", self.sandbox_dir, "--", *cmd]
+        return [sys.executable, "-m", "gdrlab.autograde.landlock", *ro, "--rw", self.sandbox_dir,
+                "--home", os.path.join(self.sandbox_dir, "env"), "--", *cmd]
 
 
 class SandboxedExecute(Execute):
@@ -175,8 +176,6 @@ class SandboxedExecute(Execute):
         try:
             shutil.copytree(submission, work, symlinks=False,
                             ignore=shutil.ignore_patterns(".ipynb_checkpoints", "gradebook.db"))
-            for sub in ("home", "tmp", "ipython"):
-                (box / sub).mkdir()
             self._box, self._course = box, course
             resources.setdefault("metadata", {})["path"] = str(work)
             return super().preprocess(nb, resources, *args, **kwargs)
@@ -193,16 +192,6 @@ class SandboxedExecute(Execute):
         km.sandbox_dir = str(box)
         km.read_only = _readable_paths(self._course, list(self.extra_read_paths))
         return km
-
-    async def async_start_new_kernel(self, **kwargs: Any) -> None:
-        box = getattr(self, "_box", None)
-        if box is not None:
-            env = dict(kwargs.get("env") or os.environ)
-            env.update(HOME=str(box / "home"), TMPDIR=str(box / "tmp"), IPYTHONDIR=str(box / "ipython"),
-                       MPLCONFIGDIR=str(box / "tmp"), JUPYTER_CONFIG_DIR=str(box / "home"),
-                       JUPYTER_DATA_DIR=str(box / "home"), XDG_CACHE_HOME=str(box / "tmp"))
-            kwargs["env"] = env
-        await super().async_start_new_kernel(**kwargs)
 
 
 def _course_folders(config: Any, submission: Path, db_url: str) -> list[Path]:
