@@ -24,7 +24,7 @@ import os
 import platform
 import sys
 
-__all__ = ["available", "restrict", "main"]
+__all__ = ["available", "main", "restrict"]
 
 # System call numbers: the generic table (x86_64 and aarch64 share them for these calls).
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446

@@ -20,10 +20,10 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["Finding", "screen", "bound_names", "read_names", "import_map", "ALLOWED_IMPORTS"]
+__all__ = ["ALLOWED_IMPORTS", "Finding", "bound_names", "import_map", "read_names", "screen"]
 
 # Modules an answer may import (its first component); gdrlab's public modules are checked apart.
 ALLOWED_IMPORTS = frozenset({
@@ -114,7 +114,7 @@ def _parse(source: str) -> ast.Module | None:
         return None
 
 
-def _top_level(tree: ast.AST):  # noqa: ANN202 - a generator of nodes
+def _top_level(tree: ast.AST) -> Iterator[ast.AST]:
     """The nodes whose bindings land in the notebook's namespace: not inside a def, class, lambda
     or comprehension."""
     stack = list(ast.iter_child_nodes(tree))
@@ -188,8 +188,8 @@ def screen(source: str, *, protected: Iterable[str] = (), forbidden_calls: dict[
            lab_imports: dict[str, str] | None = None) -> list[Finding]:
     """What refuses this answer cell, in line order (empty: it may run).
 
-    ``protected``: names the lab's own cells bound before this one (its imports, its data); the
-    answer may read them but not rebind them or assign into them. Builtins are always protected.
+    ``protected``: names the tests read (the lab's imports, its data, the checks); the answer may
+    read them but not rebind them or assign into them. Builtins are always protected.
     ``forbidden_calls``: {name: why} of package functions that would compute this exercise's
     answer (refused as a name or an attribute anywhere in the cell). ``lab_imports``: the lab's
     own imports ({name: module}); importing the same module under the same name again is allowed."""
@@ -197,98 +197,110 @@ def screen(source: str, *, protected: Iterable[str] = (), forbidden_calls: dict[
         tree = ast.parse(python_source(source))
     except SyntaxError as exc:
         return [Finding(exc.lineno or 1, f"the cell does not parse ({exc.msg}), so it cannot be checked")]
-    same_imports = dict(lab_imports or {})
-    guarded = set(protected) | _BUILTIN_NAMES
-    modules = set(protected) | _imports(tree)  # what assignments may not reach into
-    forbidden = forbidden_calls or {}
-    found: list[Finding] = []
-
-    def refuse(node: ast.AST, reason: str) -> None:
-        found.append(Finding(getattr(node, "lineno", 1), reason))
-
-    def binding(node: ast.AST, name: str, imported: str | None = None) -> None:
-        if imported is not None and same_imports.get(name) == imported:
-            return  # the same import the lab makes: nothing changes
-        if name in guarded:
-            refuse(node, f"rebinds `{name}`, which the lab's own cells or Python define and the tests use")
-
+    check = _Screen(set(protected), forbidden_calls or {}, dict(lab_imports or {}), _imports(tree))
     for node in ast.walk(tree):
+        check.expression(node)
+        check.statement(node)
+    return sorted(set(check.found), key=lambda f: (f.line, f.reason))
+
+
+class _Screen:
+    """The rules, one node at a time; findings collect in ``found``."""
+
+    def __init__(self, protected: set[str], forbidden: dict[str, str], same_imports: dict[str, str],
+                 cell_imports: set[str]) -> None:
+        self.guarded = protected | _BUILTIN_NAMES
+        self.modules = protected | cell_imports  # what assignments may not reach into
+        self.forbidden = forbidden
+        self.same_imports = same_imports
+        self.found: list[Finding] = []
+
+    def refuse(self, node: ast.AST, reason: str) -> None:
+        self.found.append(Finding(getattr(node, "lineno", 1), reason))
+
+    def binding(self, node: ast.AST, name: str, imported: str | None = None) -> None:
+        if imported is not None and self.same_imports.get(name) == imported:
+            return  # the same import the lab makes: nothing changes
+        if name in self.guarded:
+            self.refuse(node, f"rebinds `{name}`, which the lab's own cells or Python define and the tests use")
+
+    def expression(self, node: ast.AST) -> None:
         if isinstance(node, ast.Name):
             if node.id in _NAMES:
-                refuse(node, f"`{node.id}` {_NAMES[node.id]}")
+                self.refuse(node, f"`{node.id}` {_NAMES[node.id]}")
             elif _DUNDER.match(node.id):
-                refuse(node, f"`{node.id}` reaches the interpreter's internals")
+                self.refuse(node, f"`{node.id}` reaches the interpreter's internals")
             elif node.id in _MODULES:
-                refuse(node, f"`{node.id}` is a module answers may not use")
-            elif node.id in forbidden:
-                refuse(node, f"`{node.id}` {forbidden[node.id]}")
+                self.refuse(node, f"`{node.id}` is a module answers may not use")
+            elif node.id in self.forbidden:
+                self.refuse(node, f"`{node.id}` {self.forbidden[node.id]}")
             if isinstance(node.ctx, (ast.Store, ast.Del)):
-                binding(node, node.id)
+                self.binding(node, node.id)
         elif isinstance(node, ast.Attribute):
             attr = node.attr
             if _DUNDER.match(attr):
-                refuse(node, f"`.{attr}` reaches the interpreter's internals")
+                self.refuse(node, f"`.{attr}` reaches the interpreter's internals")
             elif attr in _ATTRIBUTES:
-                refuse(node, f"`.{attr}` {_ATTRIBUTES[attr]}")
+                self.refuse(node, f"`.{attr}` {_ATTRIBUTES[attr]}")
             elif _READERS.match(attr):
-                refuse(node, f"`.{attr}` reads or writes a file")
+                self.refuse(node, f"`.{attr}` reads or writes a file")
             elif attr in _MODULES:
-                refuse(node, f"`.{attr}` is a module answers may not use")
-            elif attr in forbidden:
-                refuse(node, f"`.{attr}` {forbidden[attr]}")
-            elif attr.startswith("_") and _root(node) in modules:
-                refuse(node, f"`.{attr}` is private to the module it belongs to")
-            if isinstance(node.ctx, (ast.Store, ast.Del)) and _root(node) in modules:
-                refuse(node, f"changes `{_root(node)}`, which the lab's own cells set up and the tests use")
+                self.refuse(node, f"`.{attr}` is a module answers may not use")
+            elif attr in self.forbidden:
+                self.refuse(node, f"`.{attr}` {self.forbidden[attr]}")
+            elif attr.startswith("_") and _root(node) in self.modules:
+                self.refuse(node, f"`.{attr}` is private to the module it belongs to")
+            if isinstance(node.ctx, (ast.Store, ast.Del)) and _root(node) in self.modules:
+                self.refuse(node, f"changes `{_root(node)}`, which the lab's own cells set up and the tests use")
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            if _root(node) in modules:
-                refuse(node, f"changes `{_root(node)}`, which the lab's own cells set up and the tests use")
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            binding(node, node.name)
-            if _DUNDER.match(node.name) and node.name not in _ALLOWED_DUNDER_DEFS:
-                refuse(node, f"defines `{node.name}`, which changes how the checks see your answer")
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            for name in node.names:
-                binding(node, name)
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                _check_import(node, alias.name, refuse)
-                bound = alias.asname or alias.name.split(".")[0]
-                binding(node, bound, alias.name if alias.asname else alias.name.split(".")[0])
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                refuse(node, "relative imports are not allowed in answers")
-                continue
-            _check_import(node, node.module or "", refuse)
-            for alias in node.names:
-                if alias.name == "*":
-                    refuse(node, "`import *` can rebind the names the tests use")
-                    continue
-                _check_import(node, f"{node.module}.{alias.name}", refuse, leaf=True)
-                if alias.name.startswith("_"):
-                    refuse(node, f"`{alias.name}` is private to `{node.module}`")
-                elif alias.name in forbidden:
-                    refuse(node, f"`{alias.name}` {forbidden[alias.name]}")
-                binding(node, alias.asname or alias.name, f"{node.module}.{alias.name}")
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            binding(node, node.name)
+            if _root(node) in self.modules:
+                self.refuse(node, f"changes `{_root(node)}`, which the lab's own cells set up and the tests use")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if _DUNDER_IN_TEXT.search(node.value):
-                refuse(node, "a string naming an interpreter internal (`__...__`)")
-            elif node.value in forbidden:
-                refuse(node, f"the string {node.value!r} names a function this exercise forbids")
+                self.refuse(node, "a string naming an interpreter internal (`__...__`)")
+            elif node.value in self.forbidden:
+                self.refuse(node, f"the string {node.value!r} names a function this exercise forbids")
         elif isinstance(node, ast.Call):
             func = node.func
             if (isinstance(func, ast.Attribute) and func.attr in ("format", "format_map")
                     and isinstance(func.value, ast.Constant) and isinstance(func.value.value, str)
                     and _FORMAT_FIELD_ATTR.search(func.value.value)):
-                refuse(node, "a format string that reaches into its arguments' attributes")
+                self.refuse(node, "a format string that reaches into its arguments' attributes")
             if isinstance(func, ast.Name) and func.id == "type" and len(node.args) == 3:
-                refuse(node, "`type()` with three arguments builds a class from a dictionary")
-    return sorted(set(found), key=lambda f: (f.line, f.reason))
+                self.refuse(node, "`type()` with three arguments builds a class from a dictionary")
+    def statement(self, node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self.binding(node, node.name)
+            if _DUNDER.match(node.name) and node.name not in _ALLOWED_DUNDER_DEFS:
+                self.refuse(node, f"defines `{node.name}`, which changes how the checks see your answer")
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                self.binding(node, name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                _check_import(node, alias.name, self.refuse)
+                bound = alias.asname or alias.name.split(".")[0]
+                self.binding(node, bound, alias.name if alias.asname else alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                self.refuse(node, "relative imports are not allowed in answers")
+                return
+            _check_import(node, node.module or "", self.refuse)
+            for alias in node.names:
+                if alias.name == "*":
+                    self.refuse(node, "`import *` can rebind the names the tests use")
+                    continue
+                _check_import(node, f"{node.module}.{alias.name}", self.refuse, leaf=True)
+                if alias.name.startswith("_"):
+                    self.refuse(node, f"`{alias.name}` is private to `{node.module}`")
+                elif alias.name in self.forbidden:
+                    self.refuse(node, f"`{alias.name}` {self.forbidden[alias.name]}")
+                self.binding(node, alias.asname or alias.name, f"{node.module}.{alias.name}")
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            self.binding(node, node.name)
 
 
-def _check_import(node: ast.AST, module: str, refuse, *, leaf: bool = False) -> None:  # noqa: ANN001
+def _check_import(node: ast.AST, module: str, refuse: Callable[[ast.AST, str], None], *, leaf: bool = False) -> None:
     parts = module.split(".")
     if parts[0] not in ALLOWED_IMPORTS:
         if not leaf:

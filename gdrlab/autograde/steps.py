@@ -33,9 +33,9 @@ from traitlets import Bool, Dict, List, Unicode
 from . import landlock
 from .screen import bound_names, import_map, read_names, screen
 
-__all__ = ["ScreenAnswers", "SandboxedExecute", "ScrubFeedback", "FORBIDDEN_CALLS", "configure"]
+__all__ = ["FORBIDDEN_CALLS", "SandboxedExecute", "ScreenAnswers", "ScrubFeedback", "configure"]
 
-_HIDDEN = re.compile(r"^[ \t]*#+[ \t]*BEGIN HIDDEN TESTS.*?^[ \t]*#+[ \t]*END HIDDEN TESTS[^\n]*\n?", re.M | re.S)
+_HIDDEN = re.compile(r"^[ \t]*#+[ \t]*BEGIN HIDDEN TESTS.*?^[ \t]*#+[ \t]*END HIDDEN TESTS[^\n]*\n?", re.MULTILINE | re.DOTALL)
 
 # Per exercise (the answer cell's grade_id): package functions that compute its graded value.
 # Each is refused in that answer only; the lab may use it elsewhere (after the exercise).
@@ -160,7 +160,7 @@ class SandboxedExecute(Execute):
     require_sandbox = Bool(True, help="refuse to grade where the Landlock sandbox cannot be applied").tag(config=True)
     extra_read_paths = List(Unicode(), help="more paths the kernel may read (data a lab needs)").tag(config=True)
 
-    def preprocess(self, nb: NotebookNode, resources: ResourcesDict, *args: Any, **kwargs: Any):  # type: ignore[override]
+    def preprocess(self, nb: NotebookNode, resources: ResourcesDict, *args: Any, **kwargs: Any) -> Any:
         ok, why = landlock.available()
         if not ok:
             if self.require_sandbox:
@@ -183,7 +183,7 @@ class SandboxedExecute(Execute):
             resources["metadata"]["path"] = str(submission)
             shutil.rmtree(box, ignore_errors=True)
 
-    def create_kernel_manager(self):  # type: ignore[no-untyped-def]
+    def create_kernel_manager(self) -> Any:
         box = getattr(self, "_box", None)
         if box is None:
             return super().create_kernel_manager()
@@ -267,9 +267,18 @@ def configure(c: Any, *, timeout_s: int = 300) -> None:
     """Puts the three steps into an nbgrader configuration ``c`` (``labs/nbgrader_config.py``
     calls this): nbgrader's own autograde and feedback steps, with the screen before execution,
     the sandboxed execution in place of ``Execute`` and the scrub before the HTML is written."""
-    from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
-    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, GetGrades, IgnorePattern,
-                                        LimitOutput, SaveAutoGrades)
+    from nbconvert.preprocessors import (
+        ClearMetadataPreprocessor,
+        CSSHTMLHeaderPreprocessor,
+    )
+    from nbgrader.preprocessors import (
+        AssignLatePenalties,
+        CheckCellMetadata,
+        GetGrades,
+        IgnorePattern,
+        LimitOutput,
+        SaveAutoGrades,
+    )
 
     c.Autograde.autograde_preprocessors = [ScreenAnswers, SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor,
                                            LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
