@@ -10,8 +10,10 @@ c.CourseDirectory.source_directory = "source"
 c.CourseDirectory.release_directory = "release"
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(c.CourseDirectory.root, "gradebook.db")
 
-# What a learner sees where a solution was.
-c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+# What a learner sees where a solution was: a statement that does nothing, so Run All goes on to
+# the end of an unfinished lab (answers stay None, a function returns None, and the cells that
+# need them say "not done yet": gdrlab.grading.done).
+c.ClearSolutions.code_stub = {"python": "...  # YOUR CODE HERE"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 

@@ -58,13 +58,9 @@ def _course(tmp_path: Path, *, screen: bool) -> Path:
     course = tmp_path / "course"
     (course / "source" / LAB).mkdir(parents=True)
     shutil.copyfile(ROOT / "labs" / "source" / LAB / f"{LAB}.ipynb", course / "source" / LAB / f"{LAB}.ipynb")
-    (course / "nbgrader_config.py").write_text(
-        "c = get_config()\n"
-        "c.CourseDirectory.course_id = 'gdrlab'\n"
-        f"c.CourseDirectory.root = {str(course)!r}\n"
-        "from gdrlab.autograde.steps import configure\n"
-        "configure(c)\n"
-        f"c.ScreenAnswers.enabled = {screen!r}\n")
+    # the labs' own configuration (its root is the folder it lies in), the screen on or off
+    (course / "nbgrader_config.py").write_text((ROOT / "labs" / "nbgrader_config.py").read_text()
+                                               + f"\nc.ScreenAnswers.enabled = {screen!r}\n")
     return course
 
 

@@ -17,7 +17,8 @@ def test_check_close_passes_inside_and_fails_outside_tolerance():
 
 @pytest.mark.parametrize("value,msg", [(None, "still None"), (..., "still Ellipsis"), ("12", "should be a number"),
                                        (True, "should be a number"), (float("nan"), "division by zero")])
-def test_check_close_explains_unfinished_or_wrong_type_answers(value, msg):
+def test_check_close_explains_unfinished_or_wrong_type_answers(value, msg, monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     with pytest.raises(AssertionError, match=msg):
         grading.check_close(value, 1.0, name="answer")
 
@@ -49,7 +50,8 @@ def test_a_miss_names_a_unit_slip_and_never_the_expected_value(got, want, slip):
     assert f"{want:.4g}" not in text.replace(f"{got:.4g}", "")
 
 
-def test_function_cases_report_the_failing_call():
+def test_function_cases_report_the_failing_call(monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     grading.check_function_cases(lambda n: n * 2, [((1,), 2), ((3,), 6)])
     with pytest.raises(AssertionError, match=r"f\(3\) = 7"):
         grading.check_function_cases(lambda n: 7, [((3,), 6)], name="f")
@@ -57,7 +59,39 @@ def test_function_cases_report_the_failing_call():
     def todo(n):
         raise NotImplementedError()
 
-    with pytest.raises(AssertionError, match="not done yet"):
+    with pytest.raises(AssertionError, match="raises NotImplementedError: fill in"):
         grading.check_function_cases(todo, [((1,), 1)], name="policy")
-    with pytest.raises(AssertionError, match="should be a function"):
+    with pytest.raises(AssertionError, match="still None: fill in"):
         grading.check_callable(None)
+    with pytest.raises(AssertionError, match="should be a function"):
+        grading.check_callable(3)
+
+
+def test_an_unset_answer_is_not_done_in_a_run_all_and_fails_when_graded(monkeypatch, capsys):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    grading.check_close(None, 1.0, name="bw")
+    grading.check_equal(..., "gdr", name="path")
+    grading.check_true(False, "wrong", answer=None, name="count")
+
+    def stub(n):
+        raise NotImplementedError()
+
+    grading.check_function_cases(stub, [((1,), 1)], name="policy")
+    grading.check_function_cases(lambda n: ..., [((1,), 1)], name="policy")
+    assert grading.done(1, None) is False and grading.done(1, 2) is True
+    out = capsys.readouterr().out
+    assert out.count("not done yet") == 6
+    # a set answer that is wrong still fails, in a Run All too
+    with pytest.raises(AssertionError):
+        grading.check_true(False, "wrong", answer=3)
+    with pytest.raises(AssertionError):
+        grading.check_close(2.0, 1.0)
+    for mode in ("autograde", "validate"):
+        monkeypatch.setenv("NBGRADER_EXECUTION", mode)
+        assert grading.done(None) is True
+        for call in (lambda: grading.check_close(None, 1.0), lambda: grading.check_equal(None, 1),
+                     lambda: grading.check_function_cases(stub, [((1,), 1)]),
+                     lambda: grading.check_function_cases(lambda n: ..., [((1,), 1)]),
+                     lambda: grading.check_true(True, "x", answer=None)):
+            with pytest.raises(AssertionError, match="fill in"):
+                call()

@@ -108,17 +108,30 @@ def test_release_has_no_solutions_or_hidden_tests(path, released):
     text = released[path.parent.name].read_text(encoding="utf-8")
     for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
         assert marker not in text, f"{marker!r} survived into the student version"
-    assert "raise NotImplementedError()" in text
+    assert "...  # YOUR CODE HERE" in text
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=_ids(SOURCES))
-def test_release_scores_zero_on_every_graded_cell(path, released):
+def test_release_scores_zero_on_every_graded_cell(path, released, monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")  # as graded: an unset answer fails
     nb = nbformat.read(released[path.parent.name], as_version=4)
     graded = _grade_cells(nb)
     assert len(graded) >= 2, "each lab needs at least two autograded exercises"
     _execute(nb, released[path.parent.name].parent, allow_errors=True)
     passing = [c.metadata["nbgrader"]["grade_id"] for c in _grade_cells(nb) if not _errors(c)]
     assert not passing, f"these autograder cells pass on the unsolved student version: {passing}"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_ids(SOURCES))
+def test_run_all_reaches_the_end_of_the_unfinished_student_lab(path, released):
+    """A learner's Run All on the release as handed out: no cell raises; unfinished exercises
+    say "not done yet" and the cells that need them show the rest without them."""
+    nb = nbformat.read(released[path.parent.name], as_version=4)
+    _execute(nb, released[path.parent.name].parent, allow_errors=True)
+    stopped = [(c.get("id"), _errors(c)) for c in nb.cells if c.cell_type == "code" and _errors(c)]
+    assert not stopped, f"Run All stops in {path.parent.name}: {stopped[:3]}"
+    said = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "not done yet" in said
 
 
 def test_release_script_refuses_unknown_labs():
