@@ -37,15 +37,10 @@ __all__ = ["FORBIDDEN_CALLS", "SandboxedExecute", "ScreenAnswers", "ScrubFeedbac
 
 _HIDDEN = re.compile(r"^[ \t]*#+[ \t]*BEGIN HIDDEN TESTS.*?^[ \t]*#+[ \t]*END HIDDEN TESTS[^\n]*\n?", re.MULTILINE | re.DOTALL)
 
-# Per exercise (the answer cell's grade_id): package functions that compute its graded value.
-# Each is refused in that answer only; the lab may use it elsewhere (after the exercise).
-FORBIDDEN_CALLS: dict[str, dict[str, str]] = {
-    "ex1-k20-max": {"bar1_available_bytes": "computes this exercise's answer; derive it from the parameters",
-                    "register_mr": "answers by trial; derive the limit from the parameters"},
-    "ex2-k20-count": {"bar1_available_bytes": "computes the BAR1 room this exercise asks you to work out"},
-    "ex3-sysfs-index": {"bar_layout": "parses the answer back; write the lines from the flags",
-                        "nvidia_bar_name": "names the BAR for you"},
-}
+# Per exercise (the answer cell's grade_id): package functions that compute its graded value,
+# {grade_id: {name: why}}. The labs say this beside the exercise, in the answer cell's metadata
+# (``gdrlab={"forbid": {...}}`` in the cell header of labs/src); this table adds to it (config).
+FORBIDDEN_CALLS: dict[str, dict[str, str]] = {}
 
 
 def _nbgrader(cell: NotebookNode) -> dict:
@@ -61,7 +56,9 @@ class ScreenAnswers(NbGraderPreprocessor):
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
         if not self.enabled:
             return nb, resources
-        trusted, answers = self._lab_cells(resources)
+        trusted, answers, forbid = self._lab_cells(resources)
+        for gid, extra in self.forbidden_calls.items():
+            forbid.setdefault(gid, {}).update(extra)
         # Names the tests read, except the answers the learner must set: the learner reads them
         # and does not rebind them (a lab cell deleted from the submission protects them all the
         # same); the lab's imports may be repeated as they are.
@@ -77,7 +74,7 @@ class ScreenAnswers(NbGraderPreprocessor):
             if cell.cell_type != "code" or cell.source in trusted:
                 continue
             gid = _nbgrader(cell).get("grade_id")
-            findings = screen(cell.source, protected=protected, forbidden_calls=self.forbidden_calls.get(gid or "", {}),
+            findings = screen(cell.source, protected=protected, forbidden_calls=forbid.get(gid or "", {}),
                               lab_imports=lab_imports)
             if findings:
                 refused += 1
@@ -88,34 +85,45 @@ class ScreenAnswers(NbGraderPreprocessor):
         resources.setdefault("gdrlab", {})["screened_out"] = refused
         return nb, resources
 
-    def _lab_cells(self, resources: ResourcesDict) -> tuple[dict[str, bool], list[str]]:
-        """({source: is a test cell} of the lab's own code cells, the answer cells' sources), read
-        from the instructor's notebook in the course's source folder. A cell is the lab's when
-        its text is one of these, whatever its metadata says."""
+    def _lab_cells(self, resources: ResourcesDict) -> tuple[dict[str, bool], list[str], dict[str, dict[str, str]]]:
+        """({source: is a test cell} of the lab's own code cells, the answer cells' sources,
+        {answer grade_id: calls it forbids}), read from the instructor's notebook in the course's
+        source folder. A cell is the lab's when its text is one of these, whatever its metadata
+        says."""
         from nbgrader.coursedir import CourseDirectory
 
         info = resources.get("nbgrader", {})
         if not info.get("assignment") or not info.get("notebook"):
-            return {}, []
+            return {}, [], {}
         cd = CourseDirectory(config=self.config)
         path = Path(cd.format_path(cd.source_directory, ".", info["assignment"])) / f"{info['notebook']}.ipynb"
         if not path.is_file():
             self.log.warning("No source notebook %s: every code cell is screened", path)
-            return {}, []
+            return {}, [], {}
         out: dict[str, bool] = {}
         answers: list[str] = []
+        forbid: dict[str, dict[str, str]] = {}
         for cell in nbformat.read(str(path), as_version=4).cells:
             meta = _nbgrader(cell)
             if cell.cell_type != "code":
                 continue
             if meta.get("solution"):
                 answers.append(cell.source)
+                forbid[meta.get("grade_id", "")] = forbidden_calls_of(cell)
                 continue
             is_test = bool(meta.get("grade"))
             out[cell.source] = is_test
             if is_test:  # the learner's copy: hidden tests cut (OverwriteCells puts them back first)
                 out.setdefault(_HIDDEN.sub("", cell.source), True)
-        return out, answers
+        return out, answers, forbid
+
+
+def forbidden_calls_of(cell: NotebookNode) -> dict[str, str]:
+    """{name: why} an answer cell's metadata forbids (``metadata.gdrlab.forbid``)."""
+    forbid = cell.get("metadata", {}).get("gdrlab", {}).get("forbid", {})
+    if not isinstance(forbid, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in forbid.items()):
+        raise ValueError(f"cell {cell.get('id')}: metadata gdrlab.forbid must map names to reasons")
+    return dict(forbid)
 
 
 def _imports_only(source: str) -> set[str]:

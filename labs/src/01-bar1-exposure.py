@@ -184,7 +184,7 @@ lab01.bar1_model_figure()
 # (`model.get_profile(lab01.K20_PROFILE).params`: `bar1_bytes`, `bar1_reserved_bytes`,
 # `gpu_page_bytes`), not by trial and error.
 
-# %% id="ex1-k20-max" nbgrader={"grade": false, "grade_id": "ex1-k20-max", "locked": false, "schema_version": 3, "solution": true}
+# %% id="ex1-k20-max" nbgrader={"grade": false, "grade_id": "ex1-k20-max", "locked": false, "schema_version": 3, "solution": true} gdrlab={"forbid": {"bar1_available_bytes": "computes this exercise's answer; derive it from the parameters", "register_mr": "answers by trial; derive the limit from the parameters"}}
 k20 = model.get_profile(lab01.K20_PROFILE).params
 ### BEGIN SOLUTION
 page = int(k20["gpu_page_bytes"])
@@ -213,7 +213,7 @@ else:
 # compute it, or ask the model: `model.register_mr(profile, nbytes, in_use_bytes=...)` raises
 # `VerbsError` (errno `ENOMEM`) when a registration does not fit beside what is in use.
 
-# %% id="ex2-k20-count" nbgrader={"grade": false, "grade_id": "ex2-k20-count", "locked": false, "schema_version": 3, "solution": true}
+# %% id="ex2-k20-count" nbgrader={"grade": false, "grade_id": "ex2-k20-count", "locked": false, "schema_version": 3, "solution": true} gdrlab={"forbid": {"bar1_available_bytes": "computes the BAR1 room this exercise asks you to work out"}}
 ### BEGIN SOLUTION
 k20_buffers_64mib = 0
 while True:
@@ -259,7 +259,7 @@ for label, text in (("H200 (recorded)", lab01.h200_resource()), ("Kepler layout"
     print(label, [(b["slots"], b["kind"], "64-bit" if b["is_64bit"] else "32-bit", hw_bars.nvidia_bar_name(b))
                   for b in hw_bars.bar_layout(text)])
 
-# %% id="ex3-sysfs-index" nbgrader={"grade": false, "grade_id": "ex3-sysfs-index", "locked": false, "schema_version": 3, "solution": true}
+# %% id="ex3-sysfs-index" nbgrader={"grade": false, "grade_id": "ex3-sysfs-index", "locked": false, "schema_version": 3, "solution": true} gdrlab={"forbid": {"bar_layout": "parses the answer back; write the lines from the flags", "nvidia_bar_name": "names the BAR for you"}}
 k40_resource = ""
 k40_bar1_slot = None
 ### BEGIN SOLUTION

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gdrlab.autograde.screen import bound_names, import_map, read_names, screen
-from gdrlab.autograde.steps import FORBIDDEN_CALLS
+from gdrlab.autograde.steps import forbidden_calls_of
 
 nbformat = pytest.importorskip("nbformat")
 
@@ -45,7 +45,7 @@ def test_every_instructor_solution_passes_the_screen(path):
     for cell in answers:
         gid = cell.metadata["nbgrader"]["grade_id"]
         text = "\n".join(line for line in cell.source.splitlines() if not MARKER.match(line))
-        assert screen(text, protected=protected, forbidden_calls=FORBIDDEN_CALLS.get(gid, {}), lab_imports=imports) == [], gid
+        assert screen(text, protected=protected, forbidden_calls=forbidden_calls_of(cell), lab_imports=imports) == [], gid
 
 
 def test_the_tests_read_names_are_protected_in_every_lab():
@@ -119,6 +119,15 @@ def test_attacks_are_refused_with_a_reason_and_a_line(name):
     assert all(f.line >= 1 and len(f.reason) > 10 for f in findings)
 
 
+def _forbids() -> dict[str, dict[str, str]]:
+    return {c.metadata["nbgrader"]["grade_id"]: forbidden_calls_of(c) for path in SOURCES for c in _lab(path)[0]}
+
+
+def test_the_labs_forbid_the_calls_that_compute_their_answers():
+    forbids = _forbids()
+    assert forbids["ex1-k20-max"] and forbids["ex3-sysfs-index"]
+
+
 @pytest.mark.parametrize("grade_id,call", [
     ("ex1-k20-max", "k20_max_register_bytes = model.bar1_available_bytes(lab01.K20_PROFILE)"),
     ("ex1-k20-max", "from gdrlab.model import bar1_available_bytes"),
@@ -126,7 +135,7 @@ def test_attacks_are_refused_with_a_reason_and_a_line(name):
     ("ex3-sysfs-index", "from gdrlab.hw import bars\nbars.bar_layout('')"),
 ])
 def test_an_exercise_refuses_the_function_that_computes_its_answer(grade_id, call):
-    assert screen(call, protected={"model", "lab01"}, forbidden_calls=FORBIDDEN_CALLS[grade_id])
+    assert screen(call, protected={"model", "lab01"}, forbidden_calls=_forbids()[grade_id])
     # the same call elsewhere is not refused by this rule
     assert not screen(call, protected={"model", "lab01"}, forbidden_calls={})
 
