@@ -14,8 +14,9 @@
 # list over a small TCP exchange (CTRL_PORT) before any perftest starts: a configuration either
 # side lacks is skipped on both, with the reason. ib_send_lat --use_cuda runs only where the GPU
 # write-with-imm latency did not, marked as a different verb.
-# Bandwidth cannot be matched: ib_write_bw keeps tx_depth writes in flight with no ACK, gdrlab
-# waits for an ACK after each window, so perftest's figure is an upper bound for gdrlab's. Both
+# Bandwidth cannot be matched exactly: both stream (gdrlab keeps several windows unacknowledged and
+# syncs once at the end), but ib_write_bw's plain writes cost the receiver nothing while gdrlab's
+# writes with immediate cost it a completion each, so perftest's figure is an upper bound. Both
 # tools cover the same sizes: perftest -a runs 2 B..8 MiB, so SIZES defaults to 2:8M.
 #
 #   node A:  GDRLAB_TOKEN=secret bench/rdma_pair.sh server [PORT]
@@ -320,8 +321,8 @@ elif "write_lat" in name:
     note = ("not like for like: plain RDMA WRITE, inline up to 220 B, the receiver polls host memory; "
             "compare gdrlab with the write_imm_lat rows")
 else:
-    note = ("not like for like: ib_write_bw streams tx_depth writes with no per-window drain or ACK; "
-            "gdrlab's windowed bw_gbps pays a drain and an ACK per window")
+    note = ("not like for like: ib_write_bw streams plain writes (no receiver work) and reports the average; "
+            "gdrlab streams writes with immediate (a receive completion and repost each) and reports the median window")
 out = {"tool": cmd.split()[0], "config": name, "command": cmd, "ok": ok == "1", "perftest_version": version,
        "server_perftest_version": server_version,
        "comparison": note, "rows": [dict(zip(cols, r)) for r in rows],

@@ -91,8 +91,8 @@ def require_verbs(path: str) -> None:
 def provenance_of_info(info: dict[str, Any]) -> dict[str, Any]:
     """The provenance keys a verbs run adds: HCA, port, link layer, GID index, path MTU, how
     each side registered its memory (host, dmabuf or peermem), this side's traffic class, service
-    level and P_Key index, the server's class and level, and the PCIe hops between the HCA and the GPU it was chosen for (-1:
-    named by GDRLAB_IB_DEV, or no GPU)."""
+    level and P_Key index, the server's class and level, the PCIe hops between the HCA and the GPU it was chosen for (-1:
+    named by GDRLAB_IB_DEV, or no GPU), and for bandwidth the windows streamed before the first ACK."""
     return {"hca": info.get("device"), "hca_port": info.get("port"), "link_layer": info.get("link_layer"),
             "gid_index": info.get("gid_index"), "path_mtu_bytes": info.get("path_mtu_bytes"),
             "registration": info.get("mechanism"), "peer_registration": info.get("peer_mechanism"),
@@ -101,4 +101,6 @@ def provenance_of_info(info: dict[str, Any]) -> dict[str, Any]:
             # the server adopts the client's class and level unless its own variables name them
             "peer_ib_link_options": ({"tclass": info["peer_traffic_class"], "sl": info["peer_service_level"]}
                                      if "peer_traffic_class" in info else None),
-            "hca_gpu_pci_hops": info.get("gpu_pci_hops")}
+            "hca_gpu_pci_hops": info.get("gpu_pci_hops"),
+            # bandwidth rows: windows streamed before the first ACK (1 would be a drain per window)
+            "bw_windows_in_flight": info.get("bw_windows_in_flight")}

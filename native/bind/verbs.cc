@@ -298,6 +298,10 @@ void bind_objects(nb::module_& v) {
     info["service_level"] = r.service_level;
     info["peer_traffic_class"] = r.peer_traffic_class;
     info["peer_service_level"] = r.peer_service_level;
+    if (r.bw_windows_in_flight) {  // bandwidth: streamed windows, and the ACK waits that found the pipe empty
+      info["bw_windows_in_flight"] = r.bw_windows_in_flight;
+      info["bw_drains"] = r.bw_drains;
+    }
     return nb::make_tuple(samples_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified, info);
   });
 }

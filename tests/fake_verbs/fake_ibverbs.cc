@@ -82,6 +82,7 @@ struct FakeQp {
   std::deque<std::pair<uint64_t, uint64_t>> unconsumed;
   unsigned access = 0;  // qp_access_flags from INIT
   int max_rd_atomic = 0, max_dest_rd_atomic = 0;
+  long long data_since_recv = 0;  // data writes (length > 0) posted since this QP last polled a receive
 };
 
 struct FakeMr {
@@ -108,6 +109,11 @@ int fork_inits = 0;
 int device_opens = 0;       // ibv_open_device calls
 int unaligned_regs = 0;     // host registrations that start inside a page
 int max_recv_wr_seen = 0;   // the deepest receive queue asked for
+// Bandwidth streaming: the most data writes one QP posted without polling a receive in between
+// (a windowed sender polls the peer's ACK after every window), and writes with immediate that
+// found no posted receive (a real responder answers those with a receiver-not-ready NAK).
+long long max_data_since_recv = 0;
+int rnr_arrivals = 0;
 std::vector<std::pair<int, int>> rtr_log;  // (traffic_class, sl) of every INIT->RTR, in order
 std::vector<int> rtr_sgid;                 // the source GID index of each (-1: no GRH)
 // Writes that landed on bytes of an earlier message the receiver had not consumed yet.

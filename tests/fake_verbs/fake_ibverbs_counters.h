@@ -67,6 +67,16 @@ int fake_ibv_max_recv_wr() {
   std::lock_guard<std::mutex> l(mu);
   return max_recv_wr_seen;
 }
+// For tests: the most data writes one queue pair posted without polling a receive in between,
+// and writes with immediate that found no receive posted (RNR NAKs on a real HCA).
+long long fake_ibv_max_data_since_recv() {
+  std::lock_guard<std::mutex> l(mu);
+  return max_data_since_recv;
+}
+int fake_ibv_rnr_arrivals() {
+  std::lock_guard<std::mutex> l(mu);
+  return rnr_arrivals;
+}
 int fake_ibv_rtr_log(int* out, int max) {
   std::lock_guard<std::mutex> l(mu);
   int n = 0;

@@ -19,6 +19,7 @@ int fake_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
         got_recv = true;
         auto it = qps.find(wc[k].qp_num);
         if (it != qps.end() && !it->second->unconsumed.empty()) it->second->unconsumed.pop_front();
+        if (it != qps.end()) it->second->data_since_recv = 0;
       }
       ++k;
     }
@@ -118,6 +119,8 @@ int fake_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       it->second->unconsumed.push_back({wr->wr.rdma.remote_addr, len});
       it->second->pending.push_back({0, wr->imm_data});
       deliver(it->second);
+      if (!it->second->pending.empty()) ++rnr_arrivals;
+      if (len) max_data_since_recv = std::max(max_data_since_recv, ++q->data_since_recv);
     }
     if ((wr->send_flags & IBV_SEND_SIGNALED) || status != IBV_WC_SUCCESS) {
       ibv_wc w;

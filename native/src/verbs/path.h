@@ -62,6 +62,9 @@ struct VerbsPathConfig : PathConfig {
   // a message whose slot the peer will not write again earns no credit, so no credit is in
   // flight when the peer tears down.
   uint64_t peer_loop_messages = 0;
+  // Bandwidth: windows the client may post before the first is acknowledged; the peer's receive
+  // queue holds that many windows (verbs_rq_depth), so streaming never meets receiver-not-ready.
+  uint32_t bw_windows_in_flight = 1;
 };
 
 class VerbsEndpoint : public TestEndpoint {
@@ -97,6 +100,7 @@ class VerbsEndpoint : public TestEndpoint {
   // Waits for this side's last signaled write (send(true) is the last message of every test).
   void finish() override;
   bool confirms_last_write() const override { return true; }
+  uint32_t windows_in_flight(const TestSpec&) const override { return cfg_.bw_windows_in_flight; }
   Buffer& user() override { return *user_; }
   size_t offset() const override { return offset_; }
   std::string describe() const override;

@@ -14,6 +14,21 @@
 namespace gdrlab {
 namespace {
 
+// The receive queue of a test with this bandwidth window, the same on both sides: at least two
+// windows (and the default 256), so a window above the default depth never meets
+// receiver-not-ready NAKs (0.64 ms back-off each) and the client can stream (post the next
+// window before the last one's ACK is back) without outrunning the posted receives.
+int verbs_rq_depth(uint32_t window) {
+  return std::max(LinkConfig{}.rq_depth, static_cast<int>(2 * std::min<uint32_t>(std::max(window, 1u), 1u << 15)));
+}
+
+// Windows the client may leave unacknowledged: what the server's receive queue holds. Every ACK
+// comes after the server polled (and reposted the receives of) its whole window, so at most
+// verbs_rq_depth messages are ever unacknowledged, never more than the receives posted.
+uint32_t verbs_bw_windows_in_flight(uint32_t window) {
+  return std::max<uint32_t>(1, static_cast<uint32_t>(verbs_rq_depth(window)) / std::max(window, 1u));
+}
+
 VerbsPathConfig config_of(const TestSpec& s, const VerbsSelection& sel, bool server) {
   VerbsPathConfig c;
   static_cast<PathConfig&>(c) = path_config(s, Wire::Verbs);
@@ -24,14 +39,13 @@ VerbsPathConfig config_of(const TestSpec& s, const VerbsSelection& sel, bool ser
   const Mode mode = static_cast<Mode>(s.mode);
   if (mode == Mode::Latency) c.peer_loop_messages = total;
   else if (mode == Mode::Bandwidth && server) c.peer_loop_messages = total * s.window;
+  if (mode == Mode::Bandwidth && !server) c.bw_windows_in_flight = verbs_bw_windows_in_flight(s.window);
   return c;
 }
 
-// window: the test's messages in flight; the receive queue holds at least that many, so a window
-// above the default depth never meets receiver-not-ready NAKs (0.64 ms back-off each).
 LinkConfig link_config(const VerbsSelection& sel, int timeout_ms, uint32_t window = 1) {
   LinkConfig lc;
-  lc.rq_depth = std::max(lc.rq_depth, static_cast<int>(std::min<uint32_t>(window, 1u << 16)));
+  lc.rq_depth = verbs_rq_depth(window);
   lc.port = sel.port;
   lc.gid_index = sel.gid_index;
   lc.timeout_ms = timeout_ms;

@@ -31,8 +31,9 @@ bool keeps_session(ErrorKind kind) {
 
 RunResult run_client_test(TcpWire& control, TestEndpoint& ep, const TestSpec& spec) {
   RunResult res;
+  if (static_cast<Mode>(spec.mode) == Mode::Bandwidth) res.bw_windows_in_flight = ep.windows_in_flight(spec);
   measure(spec, [&] { ep.send(false); }, [&] { ep.recv(); }, [&] { ep.expect_ack(); }, &res.samples_s,
-          &res.bytes_per_sample);
+          &res.bytes_per_sample, res.bw_windows_in_flight, &res.bw_drains);
   ep.settle();  // the peer's last timed write landed in this buffer: flush it before overwriting
   ep.user().fill_pattern(spec.seed, ep.offset(), spec.size);
   ep.send(true);

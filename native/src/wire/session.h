@@ -39,6 +39,8 @@ struct RunResult {
   std::vector<double> samples_s;  // one per timed iteration
   double bytes_per_sample = 0;    // bytes one sample moved one way
   bool verified = false;
+  uint32_t bw_windows_in_flight = 0;  // bandwidth: windows posted before the first is acknowledged
+  uint64_t bw_drains = 0;             // bandwidth: ACK waits with nothing posted after the window
 };
 
 // One side of one test as a wire moves it: the session core drives the timed loop and the
@@ -58,6 +60,8 @@ class TestEndpoint {
   // verbs: the server says over tcp that its last write completed, so the client's queue pair
   // may go (one destroyed before its ACK went out fails the server's write).
   virtual bool confirms_last_write() const { return false; }
+  // Bandwidth: how many windows may be unacknowledged (measure()); 1 waits for every ACK.
+  virtual uint32_t windows_in_flight(const TestSpec&) const { return 1; }
   virtual Buffer& user() = 0;
   virtual size_t offset() const = 0;
   // "path 'staged' (tcp wire)": names the test in the verification error.
