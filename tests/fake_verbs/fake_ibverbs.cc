@@ -164,8 +164,8 @@ std::vector<std::pair<int, ibv_gid>> custom_gids() {
 }
 
 int gid_count() {
-  if (!roce()) return 1;
-  const size_t n = custom_gids().size();
+  const size_t n = custom_gids().size();  // FAKE_IBV_GIDS sets an InfiniBand port's table too
+  if (!roce()) return n ? static_cast<int>(n) : 1;
   return n ? static_cast<int>(n) : kRoceGids;
 }
 
@@ -177,12 +177,10 @@ int gid_version(int index) {
 
 void fill_gid(int index, ibv_gid* g) {
   std::memset(g, 0, sizeof *g);
-  if (roce()) {
-    const auto custom = custom_gids();
-    if (!custom.empty()) {
-      *g = custom[static_cast<size_t>(index)].second;
-      return;
-    }
+  const auto custom = custom_gids();
+  if (!custom.empty()) {
+    *g = custom[static_cast<size_t>(index)].second;
+    return;
   }
   if (!roce() || index < 2) {  // fe80::11 (IB port GID, or the RoCE link-local pair)
     g->raw[0] = 0xfe;

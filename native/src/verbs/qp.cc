@@ -214,6 +214,17 @@ GidPolicy gid_policy_from_env() {
 }
 
 namespace {
+// GDRLAB_IB_ROUTABLE_FLID_GID_INDEX, else NCCL_IB_ROUTABLE_FLID_GID_INDEX, else 1 (NCCL's default).
+int routable_flid_gid_index() {
+  const EnvSetting e = first_env({"GDRLAB_IB_ROUTABLE_FLID_GID_INDEX", "NCCL_IB_ROUTABLE_FLID_GID_INDEX"});
+  if (!e.value) return 1;
+  char* end = nullptr;
+  const long v = std::strtol(e.value, &end, 10);
+  if (*end || v < 0 || v > 255)
+    throw_invalid(std::string(e.name) + "='" + e.value + "' is not a GID index 0..255");
+  return static_cast<int>(v);
+}
+
 int common_prefix_bits(const uint8_t a[16], const uint8_t b[16]) {
   int n = 0;
   for (int i = 0; i < 16; ++i) {
@@ -310,10 +321,15 @@ QpAttrs qp_rtr_attrs(int port, int local_link_layer, int local_mtu, int sgid_ind
   } else {
     if (remote.lid == 0)
       throw_unavailable("the peer's InfiniBand port has LID 0: no subnet manager has configured it (run opensm or check ibstat)");
-    q.attr.ah_attr.dlid = remote.lid;
     // A GRH where the port demands one (the kernel's rdma_check_ah_attr refuses the AV otherwise)
-    // or where the peer sits behind a router on another subnet (prefix = the GID's first 8 bytes).
-    const bool other_subnet = opt.have_local_gid && std::memcmp(opt.local_gid, remote.gid, 8) != 0;
+    // or where the peer sits behind a router on another subnet. As NCCL (net_ib connect.cc): a
+    // GID is | 10 bits fixed | 22 bits 0 | 16-bit FLID | 16-bit local subnet prefix | 64-bit EUI |,
+    // subnets are compared on the local prefix alone (bytes 6-7), and across subnets the packet
+    // goes to the peer's FLID (bytes 4-5), the router-forwardable LID, where the fabric has one.
+    const bool other_subnet =
+        opt.have_local_gid && (opt.local_gid[6] != remote.gid[6] || opt.local_gid[7] != remote.gid[7]);
+    const uint16_t flid = static_cast<uint16_t>(remote.gid[4] << 8 | remote.gid[5]);
+    q.attr.ah_attr.dlid = other_subnet && flid ? flid : remote.lid;
     q.attr.ah_attr.is_global = opt.grh_required || other_subnet ? 1 : 0;
     if (q.attr.ah_attr.is_global) {
       std::memcpy(q.attr.ah_attr.grh.dgid.raw, remote.gid, 16);
@@ -362,7 +378,19 @@ RcLink::RcLink(std::shared_ptr<ProtectionDomain> pd, const LinkConfig& cfg) : pd
     gid_index_ = choose_gid_index(ctx, port_, cfg_, pa.gid_tbl_len, &roce_version_);
     gid_ = ctx.gid(port_, gid_index_);
   } else {
-    gid_ = ctx.gid(port_, 0);
+    // NCCL's choice: the GID at NCCL_IB_ROUTABLE_FLID_GID_INDEX (default 1) where it carries a
+    // FLID (routed InfiniBand), so the peer can address this port through a router; else GID 0.
+    gid_index_ = 0;
+    const int routable = routable_flid_gid_index();
+    if (routable > 0 && routable < pa.gid_tbl_len) {
+      try {
+        ibv::ibv_gid g = ctx.gid(port_, routable);
+        if (g.raw[4] || g.raw[5]) gid_index_ = routable;
+      } catch (const Error&) {
+        // an index the port cannot answer: GID 0, as without routing
+      }
+    }
+    gid_ = ctx.gid(port_, gid_index_);
   }
 
   cq_ = std::make_unique<CompletionQueue>(pd_->context(), cfg_.sq_depth + cfg_.rq_depth);
