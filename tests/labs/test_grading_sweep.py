@@ -87,7 +87,7 @@ class _Timeout(Exception):
 
 @contextlib.contextmanager
 def _limit(seconds: int):
-    def fire(signum, frame):  # noqa: ANN001, ARG001
+    def fire(signum, frame):
         raise _Timeout
 
     old = signal.signal(signal.SIGALRM, fire)
@@ -192,7 +192,7 @@ def _package_candidates(ns: dict, functions: dict[str, Any]) -> list[tuple[str, 
                 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
                         _limit(CALL_LIMIT_S):
                     result = fn(*args)
-            except BaseException:  # noqa: BLE001 - a call that does not fit the arguments
+            except BaseException:  # noqa: BLE001, S112 - a call that does not fit the arguments
                 continue
             out += [(f"{fname}{label}", s) for s in _scalars(result)]
     return out
