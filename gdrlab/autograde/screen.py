@@ -22,6 +22,7 @@ import builtins
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["ALLOWED_IMPORTS", "Finding", "bound_names", "import_map", "read_names", "screen"]
 
@@ -313,3 +314,11 @@ def _check_import(node: ast.AST, module: str, refuse: Callable[[ast.AST, str], N
             refuse(node, f"`{module}` is the grader's; answers do not import it")
     elif any(p.startswith("_") for p in parts[1:]):
         refuse(node, f"`{module}` is private to {parts[0]}")
+
+
+def forbidden_calls_of(cell: Any) -> dict[str, str]:
+    """{name: why} an answer cell's metadata forbids (``metadata.gdrlab.forbid``)."""
+    forbid = cell.get("metadata", {}).get("gdrlab", {}).get("forbid", {})
+    if not isinstance(forbid, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in forbid.items()):
+        raise ValueError(f"cell {cell.get('id')}: metadata gdrlab.forbid must map names to reasons")
+    return dict(forbid)

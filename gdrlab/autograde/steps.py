@@ -31,7 +31,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Dict, List, Unicode
 
 from . import landlock
-from .screen import bound_names, import_map, read_names, screen
+from .screen import bound_names, forbidden_calls_of, import_map, read_names, screen
 
 __all__ = ["FORBIDDEN_CALLS", "SandboxedExecute", "ScreenAnswers", "ScrubFeedback", "configure"]
 
@@ -57,8 +57,8 @@ class ScreenAnswers(NbGraderPreprocessor):
         if not self.enabled:
             return nb, resources
         trusted, answers, forbid = self._lab_cells(resources)
-        for gid, extra in self.forbidden_calls.items():
-            forbid.setdefault(gid, {}).update(extra)
+        for answer_id, extra in self.forbidden_calls.items():
+            forbid.setdefault(answer_id, {}).update(extra)
         # Names the tests read, except the answers the learner must set: the learner reads them
         # and does not rebind them (a lab cell deleted from the submission protects them all the
         # same); the lab's imports may be repeated as they are.
@@ -116,14 +116,6 @@ class ScreenAnswers(NbGraderPreprocessor):
             if is_test:  # the learner's copy: hidden tests cut (OverwriteCells puts them back first)
                 out.setdefault(_HIDDEN.sub("", cell.source), True)
         return out, answers, forbid
-
-
-def forbidden_calls_of(cell: NotebookNode) -> dict[str, str]:
-    """{name: why} an answer cell's metadata forbids (``metadata.gdrlab.forbid``)."""
-    forbid = cell.get("metadata", {}).get("gdrlab", {}).get("forbid", {})
-    if not isinstance(forbid, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in forbid.items()):
-        raise ValueError(f"cell {cell.get('id')}: metadata gdrlab.forbid must map names to reasons")
-    return dict(forbid)
 
 
 def _imports_only(source: str) -> set[str]:

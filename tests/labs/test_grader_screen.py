@@ -13,10 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from gdrlab.autograde.screen import bound_names, import_map, read_names, screen
-from gdrlab.autograde.steps import forbidden_calls_of
+from gdrlab.autograde.screen import (
+    bound_names,
+    forbidden_calls_of,
+    import_map,
+    read_names,
+    screen,
+)
 
 nbformat = pytest.importorskip("nbformat")
+
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "labs" / "source").glob("*/*.ipynb"))

@@ -37,10 +37,10 @@ from typing import Any
 
 import pytest
 
-from gdrlab.autograde.screen import bound_names, read_names
-from gdrlab.autograde.steps import forbidden_calls_of
+from gdrlab.autograde.screen import bound_names, forbidden_calls_of, read_names
 
 nbformat = pytest.importorskip("nbformat")
+
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "labs" / "source").glob("*/*.ipynb"))
