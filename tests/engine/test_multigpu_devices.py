@@ -56,9 +56,12 @@ def _peaks(interval_s: float = 0.01) -> Iterator[dict[int, int]]:
         pynvml.nvmlShutdown()
 
 
-def _on_gpu1(rise: dict[int, int], sides: int) -> None:
-    assert rise[1] >= sides * SIZE * 0.9, f"GPU 1 rose by {rise[1] / GiB:.2f} GiB, {sides} x 1 GiB expected: {rise}"
-    assert rise[0] < 0.75 * SIZE, f"GPU 0 rose by {rise[0] / GiB:.2f} GiB: a side measured there: {rise}"
+def _on_gpu1(rise: dict[int, int], sides: int, size: int = SIZE) -> None:
+    """Both sides' buffers on GPU 1: it rose by at least their bytes; GPU 0 by less than half as
+    much (a CUDA context, at most; one side's buffer there would make the two rises alike)."""
+    print(f"used memory rose by GPU 0: {rise[0] / 2**20:.0f} MiB, GPU 1: {rise[1] / 2**20:.0f} MiB")
+    assert rise[1] >= sides * size * 0.9, f"GPU 1 rose by {rise[1] / GiB:.2f} GiB, {sides} x {size / GiB:.2f} GiB expected: {rise}"
+    assert rise[0] < rise[1] / 2, f"GPU 0 rose by {rise[0] / GiB:.2f} GiB: a side measured there: {rise}"
 
 
 @pytest.mark.parametrize("local_peer", ["thread", "process"])
@@ -104,15 +107,15 @@ def test_serve_device_1_serves_gpu_tests_on_gpu_1_within_its_budget():
     from gdrlab import engine
     from gdrlab.errors import Unavailable
 
-    proc, doc = _serve("--device", "1", "--max-gpu-mem", "1536M")
+    proc, doc = _serve("--device", "1", "--max-gpu-mem", "1000M")
     try:
         with engine.Connection("127.0.0.1", doc["port"], "multigpu-test-token-0123", timeout_s=60) as conn:
             with pytest.raises(Unavailable, match=r"--max-gpu-mem"):
-                conn.run("staged", 2 * SIZE, mode="bw", iters=1, warmup=0, device=1)
+                conn.run("staged", SIZE, mode="bw", iters=1, warmup=0, device=1)
             with _peaks() as rise:
-                verified = conn.run("staged", SIZE, mode="bw", iters=2, warmup=0, device=1)[2]
+                verified = conn.run("staged", 768 << 20, mode="bw", iters=2, warmup=0, device=1)[2]
         assert verified
-        _on_gpu1(rise, sides=2)
+        _on_gpu1(rise, sides=2, size=768 << 20)
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
@@ -126,8 +129,8 @@ def test_a_torch_tensor_on_cuda_1_is_a_buffer_on_gpu_1_and_a_mismatch_is_one_lin
     t = torch.arange(1 << 20, dtype=torch.int32, device="cuda:1")
     buf = Buffer.from_array(t)
     assert buf.kind == "device" and buf.device == 1
-    back = torch.from_dlpack(buf)
-    assert back.device == torch.device("cuda:1") and bool(torch.equal(back, t))
+    back = torch.from_dlpack(buf)  # the engine's buffers are bytes: the same memory, seen as uint8
+    assert back.device == torch.device("cuda:1") and bool(torch.equal(back.view(torch.int32), t))
     with pytest.raises(InvalidArgument, match=r"array is on cuda:1 but the buffer was asked for GPU 0"):
         Buffer.from_array(t, device=0)
 
