@@ -1,0 +1,408 @@
+"""The class view's web app: an ASGI app on Starlette, served by uvicorn.
+
+Why Starlette: it is small (one pure-Python package over anyio, no compiled parts), needs no build
+step (the page is one HTML file, one script and plotly.js from the plotly package, served as
+files), is well kept (Encode's, the toolkit FastAPI itself is built on, frequent releases) and
+runs on uvicorn, which already comes with JupyterLab-adjacent stacks. FastAPI's extra layer
+(pydantic models, OpenAPI) would add a dependency tree for four endpoints whose input is checked
+by :mod:`gdrlab.classroom.schema` anyway.
+
+Endpoints (every error is JSON ``{"error": "one line"}`` with a 4xx status; nothing is stored):
+
+==========================  ==================  ===============================================
+``POST /api/join``          class join token    ``{"join_token", "name"}`` -> ``{"learner_id", "key"}``
+``POST /api/submit``        learner key         a submission (:mod:`.schema`) -> what was stored
+``GET /api/state?since=N``  instructor          learners, machines, progress, rows after N
+``GET /api/reference``      instructor          the recorded H200 sweeps, per path
+``GET /export.csv``         instructor          every row (``?anonymise=1``: learner-ID names)
+``GET /dashboard``          instructor cookie   the page (``POST /login`` with the token sets it)
+==========================  ==================  ===============================================
+
+The learner key and the instructor token travel as ``Authorization: Bearer``; the dashboard's
+cookie is an HMAC of the instructor token (HttpOnly, SameSite=Strict), never the token itself.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import secrets
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+)
+from starlette.routing import Route
+
+from . import schema
+from .export import export_rows_csv
+from .pages import dashboard_page, login_page
+from .store import Store
+
+__all__ = ["ClassConfig", "RateLimiter", "create_app", "key_hash", "plotly_js_path", "session_cookie"]
+
+COOKIE = "gdrlab_class"
+STATIC = Path(__file__).resolve().parent / "static"
+# 'unsafe-eval': the plotly.min.js of the plotly package builds functions at run time (its WebGL
+# parts, regl); learner data is never evaluated (the page sets only textContent, and plotly
+# gets names with <, > and & escaped). No inline script, no inline event handler, no other origin.
+CSP = ("default-src 'none'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
+       "img-src 'self' data: blob:; connect-src 'self'; font-src 'self' data:; form-action 'self'; "
+       "base-uri 'none'; frame-ancestors 'none'")
+REFERENCE = ("h200-bench-host", "h200-bench-staged", "h200-bench-shared", "h200-bench-pipelined")
+
+
+def key_hash(key: str) -> str:
+    """What the database keeps of a learner's key (the key itself is only with the learner)."""
+    return hashlib.sha256(("gdrlab-class-learner:" + key).encode()).hexdigest()
+
+
+def session_cookie(instructor_token: str) -> str:
+    return hmac.new(instructor_token.encode(), b"gdrlab-class-dashboard", hashlib.sha256).hexdigest()
+
+
+def plotly_js_path() -> Path:
+    """The plotly.min.js the plotly Python package ships (no CDN, no build step)."""
+    import plotly
+    path = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+    if not path.is_file():
+        raise FileNotFoundError(f"plotly.min.js not found in the plotly package ({path})")
+    return path
+
+
+class RateLimiter:
+    """A token bucket per key: ``burst`` at once, then ``per_minute`` a minute."""
+
+    def __init__(self, per_minute: float, burst: int) -> None:
+        self.rate = per_minute / 60.0
+        self.burst = float(burst)
+        self._buckets: dict[Any, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: Any) -> float:
+        """0 when allowed (one token taken), else the seconds until the next token."""
+        now = time.monotonic()
+        with self._lock:
+            tokens, then = self._buckets.get(key, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - then) * self.rate)
+            if tokens >= 1.0:
+                self._buckets[key] = (tokens - 1.0, now)
+                return 0.0
+            self._buckets[key] = (tokens, now)
+            return (1.0 - tokens) / self.rate if self.rate > 0 else 3600.0
+
+
+@dataclass
+class ClassConfig:
+    """The server's settings: the instructor token (dashboard, API, export), the class join
+    token, caps and limits."""
+
+    instructor_token: str
+    join_token: str
+    max_body_bytes: int = schema.MAX_BODY_BYTES
+    rate_per_minute: float = 60.0
+    rate_burst: int = 30
+    max_learners: int = 1000
+    log: Callable[[str], None] | None = None
+    limits: schema.Limits = field(default_factory=schema.Limits)
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def _bearer(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip() or None
+    return None
+
+
+async def _read_body(request: Request, cap: int) -> bytes:
+    """The body, refused (413) as soon as it is known to exceed ``cap``: from Content-Length
+    before a byte of it is read, else while it streams."""
+    length = request.headers.get("content-length")
+    if length is not None:
+        if not length.isascii() or not length.isdigit():
+            raise _Refused(400, "bad Content-Length header")
+        if int(length) > cap:
+            raise _Refused(413, f"payload too large: {int(length)} bytes, the limit is {cap} bytes")
+    chunks, got = [], 0
+    async for chunk in request.stream():
+        got += len(chunk)
+        if got > cap:
+            raise _Refused(413, f"payload too large: more than {cap} bytes, the limit is {cap} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _parse_json(body: bytes) -> Any:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Refused(400, "malformed JSON: the body is not UTF-8 text") from None
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise _Refused(400, f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except ValueError as exc:
+        raise _Refused(400, f"malformed JSON: {exc}") from None
+    except RecursionError:
+        raise _Refused(400, "malformed JSON: nested too deeply") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _client_ip(request: Request) -> str:
+    return request.client.host if request.client else "?"
+
+
+def _secured(response: Response) -> Response:
+    response.headers.setdefault("Cache-Control", "no-store")
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Content-Security-Policy"] = CSP
+    return response
+
+
+def _guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """``handler`` with every refusal turned into one JSON error line, and the security headers."""
+    async def wrapped(request: Request) -> Response:
+        try:
+            response = await handler(request)
+        except _Refused as r:
+            response = _error(r.status, r.message, r.headers)
+        except schema.SchemaError as exc:
+            response = _error(422, f"invalid submission: {exc}")
+        return _secured(response)
+    return wrapped
+
+
+class _ClassView:
+    """The endpoints, over one store and one configuration."""
+
+    def __init__(self, store: Store, config: ClassConfig) -> None:
+        self.store, self.config = store, config
+        self.submit_limit = RateLimiter(config.rate_per_minute, config.rate_burst)
+        self.failed_auth = RateLimiter(per_minute=20, burst=20)  # wrong tokens and keys, per client address
+        self.cookie_value = session_cookie(config.instructor_token)
+        self.log = config.log or (lambda line: None)
+        self.reference_cache: list[Any] = []
+
+    # ------------------------------------------------------------------ who is asking
+    def check_failed_auth(self, request: Request) -> None:
+        wait = self.failed_auth.take(_client_ip(request))
+        if wait:
+            raise _Refused(429, f"too many wrong tokens from this address: retry in {wait:.0f} s",
+                           {"Retry-After": str(int(wait) + 1)})
+
+    def instructor(self, request: Request) -> None:
+        token = _bearer(request)
+        if token is not None:
+            if hmac.compare_digest(token.encode(), self.config.instructor_token.encode()):
+                return
+            self.check_failed_auth(request)
+            raise _Refused(403, "wrong instructor token")
+        cookie = request.cookies.get(COOKIE, "")
+        if cookie and hmac.compare_digest(cookie.encode(), self.cookie_value.encode()):
+            return
+        raise _Refused(401, "the instructor token is needed (Authorization: Bearer TOKEN, or log in at /dashboard)")
+
+    async def learner(self, request: Request) -> dict[str, Any]:
+        key = _bearer(request)
+        if key is None:
+            raise _Refused(401, "no learner key: run `gdrlab class join URL --name NAME` first")
+        found = await run_in_threadpool(self.store.learner_by_key_hash, key_hash(key))
+        if found is None:
+            self.check_failed_auth(request)
+            raise _Refused(403, "unknown learner key: join the class again (`gdrlab class join URL --name NAME`)")
+        return found
+
+    # ------------------------------------------------------------------ learners
+    async def join(self, request: Request) -> Response:
+        body = _parse_json(await _read_body(request, 4096))
+        if not isinstance(body, dict) or not isinstance(body.get("join_token"), str):
+            raise _Refused(400, 'join: send {"join_token": ..., "name": ...}')
+        if not hmac.compare_digest(body["join_token"].encode(), self.config.join_token.encode()):
+            self.check_failed_auth(request)
+            raise _Refused(403, "wrong join token: ask your instructor for the class's join URL")
+        name = schema.validate_name(body.get("name"))
+        if await run_in_threadpool(self.store.count_learners) >= self.config.max_learners:
+            raise _Refused(409, f"the class is full ({self.config.max_learners} learners)")
+        key = secrets.token_urlsafe(32)
+        learner_id = await run_in_threadpool(self.store.add_learner, name, key_hash(key))
+        self.log(f"learner {learner_id} joined: {schema._shown(name, 80)}")
+        return JSONResponse({"learner_id": learner_id, "name": name, "key": key}, status_code=201)
+
+    async def submit(self, request: Request) -> Response:
+        who = await self.learner(request)
+        wait = self.submit_limit.take(who["id"])
+        if wait:
+            raise _Refused(429, f"too many submissions: retry in {wait:.0f} s", {"Retry-After": str(int(wait) + 1)})
+        doc = schema.validate_submission(_parse_json(await _read_body(request, self.config.max_body_bytes)),
+                                         self.config.limits)
+        outcomes = await run_in_threadpool(self.store.add_items, who["id"], doc["fingerprint"], submission_items(doc))
+        new = [o for o in outcomes if not o.duplicate]
+        self.log(f"learner {who['id']} ({schema._shown(who['name'], 40)}): {len(new)} stored, "
+                 f"{len(outcomes) - len(new)} already there, {sum(o.rows for o in new)} rows")
+        return JSONResponse({"stored": len(new), "duplicates": len(outcomes) - len(new),
+                             "rows": sum(o.rows for o in new), "submissions": [o.submission_id for o in outcomes]},
+                            status_code=201 if new else 200)
+
+    # ------------------------------------------------------------------ instructor
+    def _state(self, since: int) -> dict[str, Any]:
+        store = self.store
+        max_id = store.max_submission_id()
+        rows = [{k: r[k] for k in STATE_ROW_KEYS} for r in store.rows_after(since) if r["submission_id"] <= max_id]
+        return {"max_id": max_id, "learners": store.learners(), "machines": store.machines(),
+                "progress": store.progress(), "rows": rows, "counts": store.counts()}
+
+    async def state(self, request: Request) -> Response:
+        self.instructor(request)
+        since_text = request.query_params.get("since", "0")
+        if not since_text.isascii() or not since_text.isdigit() or len(since_text) > 18:
+            raise _Refused(400, "since: a submission id (a whole number)")
+        return JSONResponse(await run_in_threadpool(self._state, int(since_text)))
+
+    async def reference(self, request: Request) -> Response:
+        self.instructor(request)
+        if not self.reference_cache:
+            self.reference_cache.append(await run_in_threadpool(_reference_rows))
+        return JSONResponse(self.reference_cache[0])
+
+    async def export_csv(self, request: Request) -> Response:
+        self.instructor(request)
+        anonymise = request.query_params.get("anonymise", "") in ("1", "true", "yes")
+        text = await run_in_threadpool(export_rows_csv, self.store, anonymise)
+        return Response(text, media_type="text/csv; charset=utf-8",
+                        headers={"Content-Disposition": 'attachment; filename="gdrlab-class.csv"'})
+
+    async def dashboard(self, request: Request) -> Response:
+        try:
+            self.instructor(request)
+        except _Refused:
+            return HTMLResponse(login_page(), status_code=401)
+        return HTMLResponse(await run_in_threadpool(dashboard_page, self.store))
+
+    async def login(self, request: Request) -> Response:
+        form = parse_qs((await _read_body(request, 4096)).decode("utf-8", "replace"))
+        token = (form.get("token") or [""])[0].strip()
+        if not hmac.compare_digest(token.encode(), self.config.instructor_token.encode()):
+            self.check_failed_auth(request)
+            return HTMLResponse(login_page("wrong instructor token"), status_code=403)
+        response = RedirectResponse("dashboard", status_code=303)
+        response.set_cookie(COOKIE, self.cookie_value, httponly=True, samesite="strict", path="/")
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        response = RedirectResponse("dashboard", status_code=303)
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+    async def index(self, request: Request) -> Response:
+        return RedirectResponse("dashboard", status_code=307)
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"ok": True, "service": "gdrlab class view"})
+
+    async def static(self, request: Request) -> Response:
+        files: dict[str, Callable[[], Path]] = {
+            "plotly.min.js": plotly_js_path, "dashboard.js": lambda: STATIC / "dashboard.js",
+            "dashboard.css": lambda: STATIC / "dashboard.css"}
+        name = request.path_params["name"]
+        if name not in files:
+            raise _Refused(404, "not found")
+        response = FileResponse(files[name]())
+        response.headers["Cache-Control"] = "max-age=3600"
+        return response
+
+
+STATE_ROW_KEYS = ("id", "submission_id", "learner_id", "learner", "fingerprint", "path", "wire", "size", "lat_p50_us",
+                  "bw_gbps", "verified", "source", "lab")
+
+
+def submission_items(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """A validated submission as the store's items: the doctor report (keyed by its content
+    without dates) and each result frame (keyed by its content)."""
+    items = []
+    if doc["doctor"] is not None:
+        body = {"doctor": doc["doctor"], "topology": doc["topology"]}
+        items.append({"kind": "doctor",
+                      "content_hash": schema.content_hash(schema.doctor_identity(doc["doctor"], doc["topology"])),
+                      "provenance": doc["doctor"].get("provenance") or {}, "body": body, "lab": doc["lab"],
+                      "rows": [], "summary": schema.machine_summary(body)})
+    for f in doc["frames"]:
+        items.append({"kind": "frame", "content_hash": schema.content_hash(f), "provenance": f["provenance"],
+                      "body": {"provenance": f["provenance"], "lab": f["lab"]}, "lab": f["lab"],
+                      "rows": f["rows"], "summary": None})
+    return items
+
+
+def create_app(store: Store, config: ClassConfig) -> Starlette:
+    """The class view as an ASGI app over ``store``."""
+    v = _ClassView(store, config)
+    routes = [
+        Route("/", _guarded(v.index)),
+        Route("/healthz", _guarded(v.health)),
+        Route("/api/join", _guarded(v.join), methods=["POST"]),
+        Route("/api/submit", _guarded(v.submit), methods=["POST"]),
+        Route("/api/state", _guarded(v.state)),
+        Route("/api/reference", _guarded(v.reference)),
+        Route("/export.csv", _guarded(v.export_csv)),
+        Route("/dashboard", _guarded(v.dashboard)),
+        Route("/login", _guarded(v.login), methods=["POST"]),
+        Route("/logout", _guarded(v.logout), methods=["POST"]),
+        Route("/static/{name}", _guarded(v.static)),
+    ]
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 404)
+        return _secured(_error(status, "not found" if status == 404 else "method not allowed" if status == 405
+                               else "refused"))
+
+    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+
+
+def _reference_rows() -> dict[str, Any]:
+    """The recorded H200 sweeps shipped with gdrlab, per path, for the overlay."""
+    from .. import provenance as _prov
+    from .. import recorded
+    out: dict[str, Any] = {}
+    for name in REFERENCE:
+        try:
+            df = recorded.load(name)
+        except Exception:  # noqa: BLE001 - a copy without recorded data draws no overlay
+            continue
+        label = _prov.label(df, short=True)
+        for path, part in df.groupby("path"):
+            part = part.sort_values("size")
+            out[str(path)] = {"label": label, "size": [int(v) for v in part["size"]],
+                              "bw_gbps": [_finite(v) for v in part["bw_gbps"]],
+                              "lat_p50_us": [_finite(v) for v in part["lat_p50_us"]]}
+    return out
+
+
+def _finite(v: Any) -> float | None:
+    return float(v) if v is not None and math.isfinite(float(v)) else None
