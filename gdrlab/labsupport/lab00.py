@@ -33,6 +33,7 @@ H200_FACTS: dict[str, Any] = {
     "cuda": {"usable": True, "reason": "", "driver_version": 13000},
     "gpus": [{
         "index": 0, "name": "NVIDIA H200", "pci_bus_id": None, "bar1_total_bytes": 256 * GiB,
+        "total_mem_bytes": 150_109_880_320,  # recorded (h200-doctor): what the driver reports, 139.8 GiB
         "bar1_used_bytes": None, "bar1_source": "nvml", "pcie_gen": 5, "pcie_width": 16, "numa_node": 0,
         "gdr_supported": True, "dmabuf_supported": True, "cuda_usable": True,
         "bars": [{"bar": 0, "size_bytes": 16 << 20}, {"bar": 2, "size_bytes": 256 * GiB},

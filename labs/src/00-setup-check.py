@@ -57,8 +57,17 @@ print("quick mode (small sweeps, no widget loops):", QUICK)
 #
 # 1. **BAR1 exposure**: the GPU exposes a window of its memory on the PCIe bus (lab 01);
 # 2. **P2P DMA**: a PCIe device can target that window instead of host memory (lab 02);
-# 3. **peer-memory registration**: the RDMA stack can register GPU memory, through the
-#    `nvidia-peermem` module or through dma-buf (lab 03).
+# 3. **peer-memory registration**: the RDMA stack can register GPU memory, through dma-buf (the
+#    way forward) or the legacy `nvidia-peermem` module (lab 03).
+#
+# > **Widely shared articles, and their errors.** The labs correct, where they meet them, the
+# > errors of a few widely shared articles on GPUDirect RDMA (called "the seed articles" in the
+# > kit's data and `gdrlab model` output). The first one here: such an article offers
+# > "GPUDirect Async / GDS" as the other path "for TCP/IP clusters without RDMA NICs". Neither is.
+# > GPUDirect Storage (GDS) moves data between storage (NVMe, or a file system over the network)
+# > and GPU memory, not between the GPUs of two nodes; GPUDirect Async lets the GPU trigger network
+# > operations itself, and needs an RDMA NIC too. On a TCP cluster without RDMA NICs, GPU data
+# > goes through host memory: the `staged`, `shared` and `pipelined` paths below.
 
 # %% id="00-diagram"
 diagram("transfer-paths")
@@ -146,6 +155,7 @@ lab00.paths_table(h200)
 
 # %% id="ex1-runnable" nbgrader={"grade": false, "grade_id": "ex1-runnable", "locked": false, "schema_version": 3, "solution": true}
 MISSING = ("an RDMA device", "a peer-memory module", "the gdrcopy library and driver", "a second GPU")
+h200_runnable = None
 h200_missing = {"gdr": None, "gdrcopy": None, "p2p": None}
 ### BEGIN SOLUTION
 h200_runnable = sorted(p for p, v in h200["paths"].items() if v["available"])
@@ -154,8 +164,12 @@ h200_missing = {"gdr": "an RDMA device", "gdrcopy": "the gdrcopy library and dri
 print(h200_runnable, h200_missing)
 
 # %% id="test-ex1-runnable" nbgrader={"grade": true, "grade_id": "test-ex1-runnable", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-grading.check_true(isinstance(h200_runnable, (list, tuple, set)), "h200_runnable should be a list of path names")
-grading.check_true("host" in h200_runnable, "the host path needs nothing: it runs everywhere")
+grading.check_true(isinstance(h200_runnable, (list, tuple, set)), "h200_runnable should be a list of path names",
+                   answer=h200_runnable, name="h200_runnable")
+grading.check_true(h200_runnable is None or "host" in h200_runnable,
+                   "the host path needs nothing: it runs everywhere", answer=h200_runnable, name="h200_runnable")
+grading.check_true(all(v is None or v in MISSING for v in h200_missing.values()),
+                   "each h200_missing value should be one of the MISSING strings")
 ### BEGIN HIDDEN TESTS
 # One GPU, no RDMA device, no gdrcopy: the GPU paths over tcp run, the rest do not.
 grading.check_set_equal(h200_runnable, {"host", "staged", "shared", "pipelined"}, name="h200_runnable",
@@ -169,20 +183,23 @@ grading.check_equal(h200_missing["p2p"], "a second GPU", name="h200_missing['p2p
 # %% [markdown] id="00-exercise-2-1-point"
 # ### Exercise 2 (1 point): why is the H200's BAR1 256 GiB?
 #
-# The report gives the H200's BAR1 as `h200["gpus"][0]["bar1_total_bytes"]`; its memory is 141 GB
-# (NVIDIA's H200 data sheet; 141 × 10^9 bytes). A PCIe BAR's size is always a power of two: the
-# device says how many low address bits it decodes, and the window is aligned to its size. A GPU
-# whose BAR1 must map **all** of its memory at once therefore needs the smallest power of two at
-# least as large as that memory.
+# The report gives the H200's BAR1 as `h200["gpus"][0]["bar1_total_bytes"]` and its memory as
+# `h200["gpus"][0]["total_mem_bytes"]` (what the driver reports, recorded on that machine). NVIDIA's
+# data sheet calls the memory "141GB"; the recorded byte count is neither 141 × 10^9 nor 141 × 2^30,
+# so use the recorded bytes. A PCIe BAR's size is always a power of two: the device says how many
+# low address bits it decodes, and the window is aligned to its size. A GPU whose BAR1 must map
+# **all** of its memory at once therefore needs the smallest power of two at least as large as that
+# memory.
 #
 # Write `bar1_to_map_all(memory_bytes)`, the smallest power-of-two number of bytes that is at least
 # `memory_bytes`. The grader tries it on other GPUs than the H200 (a 5 GB Kepler, an 80 GiB part,
-# sizes that are already powers of two), so typing in the H200's figure earns nothing. Then set
-# `h200_bar1_headroom` to the H200's recorded BAR1 divided by its 141 GB: how much larger the window
-# is than what it has to map. Lab 01 shows what happens when BAR1 is far *smaller* than memory.
+# sizes that are already powers of two), so typing in the H200's figure earns nothing; the visible
+# check below tries it on two made-up sizes. Then set `h200_bar1_headroom` to the H200's recorded
+# BAR1 divided by its recorded memory: how much larger the window is than what it has to map. Lab 01
+# shows what happens when BAR1 is far *smaller* than memory.
 
 # %% id="ex2-bar1" nbgrader={"grade": false, "grade_id": "ex2-bar1", "locked": false, "schema_version": 3, "solution": true}
-H200_MEMORY_BYTES = 141 * 10**9   # published (NVIDIA H200 data sheet)
+H200_MEMORY_BYTES = h200["gpus"][0]["total_mem_bytes"]   # recorded: what the driver reports
 
 
 def bar1_to_map_all(memory_bytes: int) -> int:
@@ -195,27 +212,47 @@ h200_bar1_headroom = None
 ### BEGIN SOLUTION
 h200_bar1_headroom = h200["gpus"][0]["bar1_total_bytes"] / H200_MEMORY_BYTES
 ### END SOLUTION
-print(f"smallest BAR1 that maps 141 GB: {bar1_to_map_all(H200_MEMORY_BYTES) / 2**30:g} GiB; "
-      f"recorded on the H200: {h200['gpus'][0]['bar1_total_bytes'] / 2**30:g} GiB; headroom {h200_bar1_headroom}")
+_mine = bar1_to_map_all(H200_MEMORY_BYTES)
+if grading.done(_mine, h200_bar1_headroom, name="Exercise 2") and None not in (_mine, h200_bar1_headroom):
+    print(f"your smallest BAR1 that maps the H200's {H200_MEMORY_BYTES / 2**30:.1f} GiB: "
+          f"{_mine / 2**30:g} GiB; your headroom: {h200_bar1_headroom:.3g}")
 
 # %% id="test-ex2-bar1" nbgrader={"grade": true, "grade_id": "test-ex2-bar1", "locked": true, "points": 1, "schema_version": 3, "solution": false}
-grading.check_true(bar1_to_map_all(4096) == 4096, "4096 bytes is already a power of two: a 4096-byte window maps it")
-grading.check_true(h200_bar1_headroom is not None and h200_bar1_headroom > 0, "set h200_bar1_headroom")
+# Visible self-check on made-up sizes (the graded cases are other GPUs).
+grading.check_function_cases(bar1_to_map_all, [((4096,), 4096), ((3000,), 4096), ((5 * 2**20,), 8 * 2**20)],
+                             name="bar1_to_map_all")
+grading.check_true(h200_bar1_headroom is None or h200_bar1_headroom > 0, "h200_bar1_headroom should be positive",
+                   answer=h200_bar1_headroom, name="h200_bar1_headroom")
 ### BEGIN HIDDEN TESTS
 for _mem, _want in [(5 * 10**9, 2**33), (80 * 2**30, 2**37), (2**34, 2**34), (2**34 + 1, 2**35), (1, 1),
                     (141 * 10**9, 2**38), (40 * 2**30, 2**36), (3 * 2**20, 2**22)]:
     grading.check_equal(int(bar1_to_map_all(_mem)), _want, name=f"bar1_to_map_all({_mem})")
-grading.check_close(h200_bar1_headroom, h200["gpus"][0]["bar1_total_bytes"] / (141 * 10**9), rel=0.01,
-                    name="h200_bar1_headroom", hint="recorded BAR1 bytes divided by 141e9")
+grading.check_close(h200_bar1_headroom, h200["gpus"][0]["bar1_total_bytes"] / h200["gpus"][0]["total_mem_bytes"],
+                    rel=0.01, name="h200_bar1_headroom", hint="recorded BAR1 bytes divided by recorded memory bytes")
 ### END HIDDEN TESTS
 
 # %% [markdown] id="00-exercise-3-2-points"
-# ### Exercise 3 (2 points): what is missing for `gdr` on the H200?
+# ### Exercise 3 (2 points): what does `gdr` need?
 #
-# Read `h200["paths"]["gdr"]["reason"]`. Then build a *what-if* report `h200_with_hca`: a deep
-# copy of `h200` (do not change `h200` itself) in which the machine has one active RDMA device,
-# `{"name": "mlx5_0", "active": True}`, in `rdma_devices`. Set `gdr_whatif` to
-# `hw.path_availability(h200_with_hca)["gdr"]`.
+# Read `h200["paths"]["gdr"]["reason"]` and the path table above. `doctor` decides `gdr` from a
+# handful of facts. Here a machine is a small dictionary of those facts (made up, not a doctor
+# report):
+#
+# | key | meaning |
+# |---|---|
+# | `"gpu_gdr"` | the GPU reports GPUDirect RDMA support (`True`/`False`) |
+# | `"libibverbs"` | the verbs library is installed |
+# | `"rdma_ports"` | the state of each RDMA port, e.g. `["ACTIVE", "DOWN"]`; `[]` when there is no HCA |
+# | `"nvidia_peermem"` | the `nvidia-peermem` module is loaded |
+# | `"dmabuf"` | dma-buf registration of GPU memory is usable (kernel, driver and libibverbs support it) |
+#
+# Write `gdr_missing(machine)`: the **set** of what the machine lacks for `gdr`, chosen from
+# `GDR_NEEDS` below (an empty set when `gdr` can run). The grader tries it on made-up machines
+# (`hw.path_availability` is the package's own rule, so the grader refuses it in this cell).
+#
+# Then set `h200_machine` to the H200's facts as such a dictionary, read from the report `h200`
+# (its GPU entry, `libraries`, `rdma_devices` and `peer_memory`), and `h200_whatif_missing` to
+# what it would lack with one `ACTIVE` RDMA port added.
 #
 # > **A correction to keep in mind.** Older guides say GPUDirect RDMA needs the `nv_peer_mem`
 # > kernel module. That was its name from 2013 to about 2020; today the module is
@@ -230,36 +267,67 @@ grading.check_close(h200_bar1_headroom, h200["gpus"][0]["bar1_total_bytes"] / (1
 # > whether a hypervisor passes peer-to-peer traffic through at all. The recorded H200 is a KVM
 # > guest with a flat virtual PCIe tree: on it, a what-if `available` says nothing about speed.
 
-# %% id="ex3-whatif" nbgrader={"grade": false, "grade_id": "ex3-whatif", "locked": false, "schema_version": 3, "solution": true}
+# %% id="ex3-whatif" nbgrader={"grade": false, "grade_id": "ex3-whatif", "locked": false, "schema_version": 3, "solution": true} gdrlab={"forbid": {"path_availability": "is the package's own gdr rule; write the rule yourself", "doctor_report": "reads this machine, not the one asked about"}}
+GDR_NEEDS = ("a GPU that supports GPUDirect RDMA", "libibverbs", "an active RDMA port", "a way to register GPU memory")
 print(h200["paths"]["gdr"]["reason"])
+h200_machine = None
+h200_whatif_missing = None
+
+
+def gdr_missing(machine: dict) -> set:
+    ### BEGIN SOLUTION
+    out = set()
+    if not machine["gpu_gdr"]:
+        out.add("a GPU that supports GPUDirect RDMA")
+    if not machine["libibverbs"]:
+        out.add("libibverbs")
+    if "ACTIVE" not in machine["rdma_ports"]:
+        out.add("an active RDMA port")
+    if not (machine["nvidia_peermem"] or machine["dmabuf"]):
+        out.add("a way to register GPU memory")
+    return out
+    ### END SOLUTION
+
+
 ### BEGIN SOLUTION
-h200_with_hca = copy.deepcopy(h200)
-h200_with_hca["rdma_devices"] = [{"name": "mlx5_0", "active": True}]
-gdr_whatif = hw.path_availability(h200_with_hca)["gdr"]
+h200_machine = {
+    "gpu_gdr": bool(h200["gpus"][0]["gdr_supported"]),
+    "libibverbs": bool(h200["libraries"]["libibverbs.so.1"]["found"]),
+    "rdma_ports": [],
+    "nvidia_peermem": bool(h200["peer_memory"]["nvidia_peermem_loaded"]),
+    "dmabuf": bool(h200["peer_memory"]["dmabuf_usable"]),
+}
+h200_whatif_missing = gdr_missing(dict(h200_machine, rdma_ports=["ACTIVE"]))
 ### END SOLUTION
-gdr_whatif
+print("the H200 with one active RDMA port would lack:", h200_whatif_missing)
 
 # %% id="test-ex3-whatif" nbgrader={"grade": true, "grade_id": "test-ex3-whatif", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-grading.check_true(isinstance(gdr_whatif, dict) and "available" in gdr_whatif,
-                   "gdr_whatif should be the 'gdr' entry of hw.path_availability(h200_with_hca)")
-grading.check_true(gdr_whatif["available"], "with an active RDMA device gdr should be available: "
-                   "reason given: " + str(gdr_whatif.get("reason")))
+# Visible self-check on a made-up machine (the graded machines are others).
+_ok = {"gpu_gdr": True, "libibverbs": True, "rdma_ports": ["ACTIVE"], "nvidia_peermem": True, "dmabuf": False}
+grading.check_function_cases(gdr_missing, [((dict(_ok, libibverbs=False),), {"libibverbs"})], name="gdr_missing")
+grading.check_true(h200_machine is None or isinstance(h200_machine, dict), "h200_machine should be a dictionary",
+                   answer=h200_machine, name="h200_machine")
 ### BEGIN HIDDEN TESTS
-grading.check_true(h200["rdma_devices"] == [] and not hw.path_availability(h200)["gdr"]["available"],
-                   "h200 itself was changed: make a deep copy (copy.deepcopy) first")
-grading.check_true(not h200_with_hca["peer_memory"].get("nvidia_peermem_loaded"),
-                   "no peer-memory module is needed: dma-buf is already usable on the H200")
-grading.check_true("dma-buf" in gdr_whatif["reason"], "gdr should be registered via dma-buf")
-# The what-if must be a real report: the copy has an active RDMA device, keeps everything else
-# from h200, and gdr_whatif is what the availability check says about that copy (not typed in).
-_devs = h200_with_hca.get("rdma_devices") or []
-grading.check_true(any(isinstance(d, dict) and d.get("active") for d in _devs),
-                   "h200_with_hca should list one active RDMA device in rdma_devices")
-grading.check_true({k: v for k, v in h200_with_hca.items() if k != "rdma_devices"}
-                   == {k: v for k, v in h200.items() if k != "rdma_devices"},
-                   "only rdma_devices should differ between h200_with_hca and h200")
-grading.check_true(gdr_whatif == hw.path_availability(h200_with_hca)["gdr"],
-                   "gdr_whatif should be hw.path_availability(h200_with_hca)['gdr'], not a dict typed in")
+_cases = [
+    (dict(_ok), set()),
+    (dict(_ok, nvidia_peermem=False, dmabuf=True), set()),
+    (dict(_ok, nvidia_peermem=False, dmabuf=False), {"a way to register GPU memory"}),
+    (dict(_ok, rdma_ports=["DOWN"]), {"an active RDMA port"}),
+    (dict(_ok, rdma_ports=["DOWN", "ACTIVE"]), set()),
+    (dict(_ok, rdma_ports=[], libibverbs=False), {"an active RDMA port", "libibverbs"}),
+    (dict(_ok, gpu_gdr=False, nvidia_peermem=False, dmabuf=True), {"a GPU that supports GPUDirect RDMA"}),
+    ({"gpu_gdr": False, "libibverbs": False, "rdma_ports": [], "nvidia_peermem": False, "dmabuf": False},
+     {"a GPU that supports GPUDirect RDMA", "libibverbs", "an active RDMA port", "a way to register GPU memory"}),
+]
+grading.check_function_cases(lambda m: set(gdr_missing(m)), [((m,), want) for m, want in _cases], name="gdr_missing")
+_g, _pm = h200["gpus"][0], h200["peer_memory"]
+grading.check_equal(h200_machine, {"gpu_gdr": bool(_g["gdr_supported"]),
+                                   "libibverbs": bool(h200["libraries"]["libibverbs.so.1"]["found"]),
+                                   "rdma_ports": [], "nvidia_peermem": bool(_pm["nvidia_peermem_loaded"]),
+                                   "dmabuf": bool(_pm["dmabuf_usable"])},
+                    name="h200_machine", hint="read each fact from the report h200; it has no RDMA device")
+grading.check_equal(set(h200_whatif_missing), set(), name="h200_whatif_missing",
+                    hint="which registration route does the H200 already have?")
 ### END HIDDEN TESTS
 
 # %% [markdown] id="00-written-question"
@@ -273,8 +341,10 @@ grading.check_true(gdr_whatif == hw.path_availability(h200_with_hca)["gdr"],
 # %% [markdown] id="explain-loopback" nbgrader={"grade": true, "grade_id": "explain-loopback", "locked": false, "points": 2, "schema_version": 3, "solution": true}
 # Loopback never leaves the host: no NIC, no PCIe transaction and no wire are involved, only the
 # kernel's TCP stack, two system calls and a process wake-up per message (inflated further in a VM
-# with few cores). GPUDirect RDMA does not use TCP/IP at all: the RDMA transport runs in the HCA,
-# which reads the GPU's memory through its BAR1 with no CPU copy and no kernel on the data path.
+# with few cores). Over InfiniBand or RoCE (the transports this kit and NCCL use) GPUDirect RDMA
+# does not run TCP at all: the RDMA transport runs in the HCA, which reads the GPU's memory through
+# its BAR1 with no CPU copy and no kernel on the data path (iWARP does run TCP, but offloaded into
+# the adapter, not in the host's kernel: a learner who says so is right).
 # So loopback measures software costs that GDR removes, and none of the PCIe costs GDR adds. Here
 # the report's `gdr` row says it cannot run because there is no RDMA device (and no usable GPU).
 
@@ -285,15 +355,16 @@ grading.check_true(gdr_whatif == hw.path_availability(h200_with_hca)["gdr"],
 #   BAR1, `/sys/class/infiniband` for RDMA devices, `/sys/module/nvidia_peermem` and the kernel
 #   version for peer memory. On a machine with no GPU only `host` runs, and the report says why
 #   each other path cannot.
-# * The `host` path measured live gives a first latency curve: a flat floor for small messages
-#   (fixed costs: system calls, the TCP stack, a process wake-up) and a rising slope once size
-#   dominates. Every later lab has the same two regimes.
-# * The H200 machine could run the GPU paths over TCP (`staged`, `shared`, `pipelined`) but not
-#   `gdr`: the GPU supports GPUDirect RDMA and dma-buf, libibverbs is there, yet there is no RDMA
-#   device. Adding one in the what-if report was enough, with no `nvidia-peermem` (let alone
-#   `nv_peer_mem`): dma-buf needs no extra module.
-# * Its BAR1 is 256 GiB, the smallest power of two that maps all 141 GB of its memory (about twice
-#   the memory). Lab 01 shows why that number was once a hard limit (a K20 had 256 **MB**).
+# * The `host` path measured live gives a first latency curve: a floor for small messages (fixed
+#   costs: system calls, the TCP stack, a process wake-up) and a rising slope once size dominates.
+#   On a VM or a laptop the floor is noisy, even bimodal: a process that sleeps waiting for the
+#   next message is woken up by the scheduler, sometimes at once, sometimes after tens of µs.
+#   Every later lab has the same two regimes.
+# * The H200's report showed which paths it could run and, for each one it could not, the missing
+#   piece in its reason; your what-if showed whether a peer-memory module is among them.
+# * A BAR's size is a power of two, so a GPU that maps all its memory at once needs a BAR1 of at
+#   least the next power of two above its memory. Lab 01 shows why that number was once a hard
+#   limit (a K20 had 256 **MB**).
 
 # %% [markdown] id="00-on-your-cluster"
 # ## On your cluster
@@ -318,6 +389,6 @@ grading.check_true(gdr_whatif == hw.path_availability(h200_with_hca)["gdr"],
 # - `gdrlab doctor`: the `gdr` row should say `available`; if not, its reason names the missing
 #   piece, in the same words as the checks above.
 #
-# Two-node runs with gdrlab, and what each failure message means:
-# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
-# [docs/cheatsheet.md](../../../docs/cheatsheet.md) (both in the gdrlab repository).
+# Two-node runs with gdrlab, and what each failure message means: `docs/cluster.md`; all the
+# commands on one page: `docs/cheatsheet.md`. Both are in the gdrlab source repository (its `docs/`
+# folder), not in the installed package or in this working folder.
