@@ -12,7 +12,7 @@
 # 1. Read a GPU's BAR sizes from sysfs and from NVML, and match NVIDIA's "BAR1" to sysfs's numbering.
 # 2. Watch BAR1 use grow while GPU memory is allocated.
 # 3. Export GPU memory as a dma-buf and see that the CPU cannot map it: dma-buf is for devices.
-# 4. Hit the wall of a small BAR1 (a Tesla K20 had 256 MB) in the model, and compute it.
+# 4. Compute the wall of a small BAR1 (a Tesla K20 had 256 MB), then see it in the model.
 #
 # **Live on** a machine with an NVIDIA GPU; the BARs of your own PCI devices (NVMe, network card,
 # integrated GPU) are read live on any Linux machine. Elsewhere the lab shows data recorded on an
@@ -58,7 +58,8 @@ print("quick mode:", QUICK, "| CUDA usable here:", GPU["usable"], "" if GPU["usa
 # depends on BAR0's width: on the H200 every BAR is 64-bit and sysfs lists the three as slots 0, 2
 # and 4 (BAR1 is slot 2); on most earlier GPUs BAR0 is 32-bit and BAR1 is slot 1. The reliable way
 # is to read the flags: BAR1 is the second **memory** BAR. On the H200 the window is 256 GiB, larger
-# than the GPU's 141 GB of memory, so all of it can be exposed at once.
+# than the GPU's memory (NVIDIA's "141GB"; the driver reports 150,109,880,320 bytes, 139.8 GiB, in
+# the recorded report of lab 00), so all of it can be exposed at once.
 
 # %% id="01-diagram"
 diagram("bar1")
@@ -145,14 +146,20 @@ else:
 # (`ib_umem_dmabuf`, `ibv_reg_dmabuf_mr` in rdma-core), so an HCA can register such a buffer.
 # CUDA 11.7+ exports GPU memory this way
 # (`cuMemGetHandleForAddressRange(..., CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD)`): no `nvidia-peermem`
-# module needed. Whether the CPU may `mmap` a dma-buf is up to its exporter; many exporters allow
-# it, NVIDIA's does not (the recorded H200 gets errno 524, `ENOTSUPP`), so this fd is not a way
-# for the CPU to reach GPU memory.
+# module needed. This is the way forward: CUDA 13.0's GPUDirect RDMA guide deprecates the NV-P2P
+# kernel API (`nvidia_p2p_get_pages` and friends) that `nvidia-peermem` is built on, so the module
+# is the legacy path, kept for older kernels and drivers.
+#
+# Whether the CPU may `mmap` a dma-buf is up to its exporter, and it changes with the driver. Many
+# exporters allow it; NVIDIA's refused it on the recorded H200 (driver 580.159.04, errno 524,
+# `ENOTSUPP`), so there this fd is not a way for the CPU to reach GPU memory. Newer drivers (those of
+# CUDA 13.3 and later) do map it: gdrcopy 2.6 uses exactly that to map GPU memory for the CPU
+# without its own kernel module. The cell below says which machine its answer comes from.
 #
 # > **A correction.** `cudaHostRegister()` is sometimes described as the call that "registers GPU
 # > memory" for RDMA. It page-locks **host** memory so the GPU's copy engines can DMA it (lab 02
-# > measures why that matters). GPU memory reaches an RDMA adapter only through BAR1, by
-# > `nvidia-peermem` or by a dma-buf like the one below.
+# > measures why that matters). GPU memory reaches an RDMA adapter only through BAR1, by a
+# > dma-buf like the one below or by the legacy `nvidia-peermem` module.
 
 # %% id="01-live-or-recorded-dmabuf"
 dmabuf = lab01.live_or_recorded_dmabuf()
@@ -168,35 +175,52 @@ if dmabuf.data is not None:
 # Registering GPU memory with an RDMA adapter maps it into BAR1 (in 64 KiB GPU pages), and the
 # driver keeps part of BAR1 for itself. On a Tesla K20 the whole window was 256 MB, so an MPI
 # library that registered a large GPU buffer got `ENOMEM` from `ibv_reg_mr`. The model keeps the
-# same books (`gdrlab.model.register_mr`): here is profile `kepler-snb-2013` (K20 + ConnectX-3).
-
-# %% id="01-register-table"
-table = lab01.register_table(lab01.K20_PROFILE)
-print(provenance_label(table))
-display(table[["size", "registered", "bar1_left", "error"]])
-lab01.bar1_model_figure()
+# same books (`gdrlab.model.register_mr`), for profile `kepler-snb-2013` (K20 + ConnectX-3); you
+# work them out first, then see the model's table after exercise 2.
 
 # %% [markdown] id="01-exercise-1-2-points"
-# ### Exercise 1 (2 points): the largest registration on a K20
+# ### Exercise 1 (2 points): the largest registration
 #
-# Set `k20_max_register_bytes` to the largest number of bytes of GPU memory one `ibv_reg_mr` can
-# register on the `kepler-snb-2013` profile. Compute it from the profile's parameters
+# One registration pins whole GPU pages, so `n` bytes take `n` rounded **up** to a whole number of
+# GPU pages of BAR1, and the driver keeps `reserved_bytes` of BAR1 for itself. Write
+# `max_register_bytes(bar1_bytes, reserved_bytes, page_bytes)`: the largest number of bytes one
+# `ibv_reg_mr` can register on an otherwise empty BAR1. The grader tries it on made-up GPUs (other
+# window sizes, reserves that are not a whole number of pages, other page sizes); the visible check
+# tries one. Then set `k20_max_register_bytes` for the `kepler-snb-2013` profile, from its parameters
 # (`model.get_profile(lab01.K20_PROFILE).params`: `bar1_bytes`, `bar1_reserved_bytes`,
-# `gpu_page_bytes`), not by trial and error.
+# `gpu_page_bytes`).
 
-# %% id="ex1-k20-max" nbgrader={"grade": false, "grade_id": "ex1-k20-max", "locked": false, "schema_version": 3, "solution": true} gdrlab={"forbid": {"bar1_available_bytes": "computes this exercise's answer; derive it from the parameters", "register_mr": "answers by trial; derive the limit from the parameters"}}
+# %% id="ex1-k20-max" nbgrader={"grade": false, "grade_id": "ex1-k20-max", "locked": false, "schema_version": 3, "solution": true} gdrlab={"forbid": {"bar1_available_bytes": "computes this exercise's answer; derive it from the parameters", "register_mr": "answers by trial; derive the limit from the parameters", "register_table": "shows the model's answer; derive it"}}
 k20 = model.get_profile(lab01.K20_PROFILE).params
+k20_max_register_bytes = None
+
+
+def max_register_bytes(bar1_bytes, reserved_bytes, page_bytes):
+    ### BEGIN SOLUTION
+    return int(bar1_bytes - reserved_bytes) // int(page_bytes) * int(page_bytes)
+    ### END SOLUTION
+
+
 ### BEGIN SOLUTION
-page = int(k20["gpu_page_bytes"])
-k20_max_register_bytes = int(k20["bar1_bytes"] - k20["bar1_reserved_bytes"]) // page * page
+k20_max_register_bytes = max_register_bytes(k20["bar1_bytes"], k20["bar1_reserved_bytes"], k20["gpu_page_bytes"])
 ### END SOLUTION
-print(k20_max_register_bytes / 2**20, "MiB")
+if grading.done(k20_max_register_bytes, name="Exercise 1") and k20_max_register_bytes is not None:
+    print(f"your K20 limit: {k20_max_register_bytes / 2**20:g} MiB")
 
 # %% id="test-ex1-k20-max" nbgrader={"grade": true, "grade_id": "test-ex1-k20-max", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+# Visible self-check on a made-up GPU (1 GiB window, 16 MiB reserve, 2 MiB pages).
+grading.check_function_cases(max_register_bytes, [((2**30, 2**24, 2**21), 2**30 - 2**24)], name="max_register_bytes")
 grading.check_between(k20_max_register_bytes, 1 << 20, 256 << 20, name="k20_max_register_bytes",
                       unit="bytes", hint="a K20's whole BAR1 is 256 MB")
 ### BEGIN HIDDEN TESTS
-model.register_mr(lab01.K20_PROFILE, int(k20_max_register_bytes))  # must fit
+grading.check_function_cases(lambda *a: int(max_register_bytes(*a)), [
+    ((2**28, 3 * 10**7, 65536), 238419968), ((2**30, 2**20 + 1, 4096), 1072689152),
+    ((16 * 2**30, 2**25, 2**16), 17146314752), ((2**28, 2**25 + 5000, 65536), 234815488),
+    ((2**33, 10**8, 2**21), 8489271296)], name="max_register_bytes")
+try:
+    model.register_mr(lab01.K20_PROFILE, int(k20_max_register_bytes))  # must fit
+except VerbsError:  # the model's message would print the limit
+    raise AssertionError("k20_max_register_bytes does not register on the K20 profile: it is above the limit") from None
 try:
     model.register_mr(lab01.K20_PROFILE, int(k20_max_register_bytes) + 1)
 except VerbsError as exc:
@@ -206,33 +230,56 @@ else:
 ### END HIDDEN TESTS
 
 # %% [markdown] id="01-exercise-2-2-points"
-# ### Exercise 2 (2 points): how many 64 MiB buffers at once?
+# ### Exercise 2 (2 points): how many buffers at once?
 #
-# An application registers 64 MiB GPU buffers one after another and keeps them all registered.
-# Set `k20_buffers_64mib` to how many fit on the K20 profile before `ibv_reg_mr` fails. You may
-# compute it, or ask the model: `model.register_mr(profile, nbytes, in_use_bytes=...)` raises
-# `VerbsError` (errno `ENOMEM`) when a registration does not fit beside what is in use.
+# An application registers buffers of `buffer_bytes` one after another and keeps them all
+# registered; each takes its size rounded up to whole GPU pages. Write
+# `buffers_that_fit(bar1_bytes, reserved_bytes, page_bytes, buffer_bytes)`: how many fit before
+# `ibv_reg_mr` fails. The grader tries made-up GPUs and buffer sizes that are not whole pages. Then
+# set `k20_buffers_64mib` for 64 MiB buffers on the K20 profile.
 
-# %% id="ex2-k20-count" nbgrader={"grade": false, "grade_id": "ex2-k20-count", "locked": false, "schema_version": 3, "solution": true} gdrlab={"forbid": {"bar1_available_bytes": "computes the BAR1 room this exercise asks you to work out"}}
+# %% id="ex2-k20-count" nbgrader={"grade": false, "grade_id": "ex2-k20-count", "locked": false, "schema_version": 3, "solution": true} gdrlab={"forbid": {"bar1_available_bytes": "computes the BAR1 room this exercise asks you to work out", "register_mr": "answers by trial; count from the parameters", "register_table": "shows the model's answer; derive it"}}
+k20_buffers_64mib = None
+
+
+def buffers_that_fit(bar1_bytes, reserved_bytes, page_bytes, buffer_bytes):
+    ### BEGIN SOLUTION
+    page = int(page_bytes)
+    mapped = -(-int(buffer_bytes) // page) * page
+    return int(bar1_bytes - reserved_bytes) // mapped
+    ### END SOLUTION
+
+
 ### BEGIN SOLUTION
-k20_buffers_64mib = 0
-while True:
-    try:
-        model.register_mr(lab01.K20_PROFILE, 64 << 20, in_use_bytes=k20_buffers_64mib * (64 << 20))
-    except VerbsError:
-        break
-    k20_buffers_64mib += 1
+k20_buffers_64mib = buffers_that_fit(k20["bar1_bytes"], k20["bar1_reserved_bytes"], k20["gpu_page_bytes"], 64 << 20)
 ### END SOLUTION
-print(k20_buffers_64mib, "buffers of 64 MiB")
+if grading.done(k20_buffers_64mib, name="Exercise 2"):
+    print(f"your count: {k20_buffers_64mib} buffers of 64 MiB")
 
 # %% id="test-ex2-k20-count" nbgrader={"grade": true, "grade_id": "test-ex2-k20-count", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-grading.check_true(isinstance(k20_buffers_64mib, int), "k20_buffers_64mib should be a whole number")
+# Visible self-check on a made-up GPU (1 GiB window, 16 MiB reserve, 2 MiB pages, 100 MiB buffers).
+grading.check_function_cases(buffers_that_fit, [((2**30, 2**24, 2**21, 100 * 2**20), 10)], name="buffers_that_fit")
+grading.check_true(isinstance(k20_buffers_64mib, int), "k20_buffers_64mib should be a whole number",
+                   answer=k20_buffers_64mib, name="k20_buffers_64mib")
 ### BEGIN HIDDEN TESTS
-k20 = model.get_profile(lab01.K20_PROFILE).params
-grading.check_equal(k20_buffers_64mib, int(k20["bar1_bytes"] - k20["bar1_reserved_bytes"]) // (64 << 20),
+grading.check_function_cases(lambda *a: int(buffers_that_fit(*a)), [
+    ((2**28, 2**25, 65536, 100000), 1792), ((2**30, 2**24, 4096, 10**6), 1053),
+    ((2**28, 2**25 + 1, 65536, 2**20), 223), ((2**34, 2**26, 2**21, 3 * 10**8), 56)], name="buffers_that_fit")
+_k20 = model.get_profile(lab01.K20_PROFILE).params
+grading.check_equal(k20_buffers_64mib, int(_k20["bar1_bytes"] - _k20["bar1_reserved_bytes"]) // (64 << 20),
                     name="k20_buffers_64mib", hint="the driver keeps part of BAR1 for itself")
-grading.check_true(k20_buffers_64mib < 4, "four 64 MiB buffers are the whole 256 MB: some is reserved")
 ### END HIDDEN TESTS
+
+# %% [markdown] id="01-register-table-intro"
+# The model keeps the same books: one registration of each size on the K20 profile, registered or
+# refused with the model's `ENOMEM`, and how much BAR1 is left after one registration of each size on
+# three profiles (the curve ends at the wall).
+
+# %% id="01-register-table"
+table = lab01.register_table(lab01.K20_PROFILE)
+print(provenance_label(table))
+display(table[["size", "registered", "bar1_left", "error"]])
+lab01.bar1_model_figure()
 
 # %% [markdown] id="01-exercise-3-1-point"
 # ### Exercise 3 (1 point): write a GPU's `resource` file
@@ -274,8 +321,8 @@ k40_bar1_slot = 1
 print(k40_resource)
 
 # %% id="test-ex3-sysfs-index" nbgrader={"grade": true, "grade_id": "test-ex3-sysfs-index", "locked": true, "points": 1, "schema_version": 3, "solution": false}
-grading.check_equal(len(k40_resource.strip().splitlines()), 6, name="lines in k40_resource",
-                    hint="one line per slot, empty slots included")
+grading.check_true(len(k40_resource.strip().splitlines()) == 6, "k40_resource should have one line per slot, "
+                   "empty slots included", answer=k40_resource.strip() or None, name="k40_resource")
 ### BEGIN HIDDEN TESTS
 from gdrlab.hw import bars as _bars
 
@@ -300,7 +347,8 @@ grading.check_equal(k40_bar1_slot, 1, name="k40_bar1_slot", hint="the second mem
 # into the GPU's BAR1 window; registering GPU memory for RDMA therefore maps it into BAR1. The
 # K20's BAR1 is 256 MB and the driver keeps part of it for itself, so in the model (which assumes
 # a 32 MiB reserve, not a measured figure) 224 MiB fits and 240 MiB does not. The H200's BAR1 is
-# 256 GiB, larger than its 141 GB of memory, so every byte can be mapped at once. The 256 MB BAR1
+# 256 GiB, larger than its 139.8 GiB (NVIDIA's "141GB") of memory, so every byte can be mapped at
+# once. The 256 MB BAR1
 # is the K20's published size; the reserve and the resulting limits are modelled.
 
 # %% [markdown] id="01-you-saw"
@@ -308,18 +356,19 @@ grading.check_equal(k40_bar1_slot, 1, name="k40_bar1_slot", hint="the second mem
 #
 # * A GPU exposes its memory on the PCIe bus through one BAR. NVIDIA calls it BAR1: the second
 #   memory BAR, whose sysfs slot the flags decide (slot 2 on the H200, whose BAR0 is 64-bit; slot 1
-#   where BAR0 is 32-bit, as on the K40 you wrote). Every PCI device on your own machine lists its BARs the same way. On the
-#   H200 BAR1 is 256 GiB, more than the 141 GB of memory behind it.
+#   where BAR0 is 32-bit). Every PCI device on your own machine lists its BARs the same way. On the
+#   H200 BAR1 is 256 GiB, more than the memory behind it.
 # * On the recorded H200 (a KVM guest, driver 580), BAR1 use followed allocation almost byte for
 #   byte (about 1 GiB per GiB allocated, above a baseline of about 0.5 GiB the driver uses). That
 #   is one GPU with one driver in one VM: another GPU, even one with a large BAR1 such as an A100,
 #   or another driver may map on demand and leave BAR1 use flat. Measure yours.
 # * A dma-buf of GPU memory had the buffer's size but the CPU could not map it (errno 524,
-#   `ENOTSUPP`, on the H200): it exists so that *devices* such as an RDMA adapter can import GPU
-#   memory. `cudaHostRegister` is a different thing altogether: it pins host memory.
-# * A K20's window was 256 MB (its published size), less what the driver kept. In the model, which
-#   *assumes* a 32 MiB reserve, one registration of 224 MiB fits, 240 MiB fails with `ENOMEM`, and
-#   only three 64 MiB buffers fit at once: modelled limits, not K20 measurements. That
+#   `ENOTSUPP`, on the H200 with driver 580.159.04; newer drivers allow it): it exists so that
+#   *devices* such as an RDMA adapter can import GPU memory, and it is the way forward, with
+#   `nvidia-peermem` the legacy route. `cudaHostRegister` is a different thing altogether: it pins
+#   host memory.
+# * A K20's window was 256 MB (its published size), less what the driver kept. The model
+#   *assumes* a 32 MiB reserve, so the limits you computed are modelled, not K20 measurements. That
 #   is why early GPUDirect RDMA codes registered small, reused buffers, and why lab 03's
 #   registration caches matter. Lab 02 turns to the second part: DMA between PCIe devices.
 
@@ -334,8 +383,10 @@ grading.check_equal(k40_bar1_slot, 1, name="k40_bar1_slot", hint="the second mem
 #
 # What to look for:
 #
-# - `BAR1 Memory Usage / Total`: 256 MiB on GPUs without Resizable BAR; tens of GiB (or more than
-#   the GPU's memory) with it. Watch `Used` while a job registers memory: the driver maps what peers
+# - `BAR1 Memory Usage / Total`: data-centre GPUs have had large fixed windows since Kepler (the
+#   K40 of exercise 3: 16 GiB; the H200: 256 GiB); GeForce, Quadro and T4-class boards show
+#   256 MiB unless Resizable BAR (with Above 4G decoding) enlarges it. Product class, not age,
+#   decides the default. Watch `Used` while a job registers memory: the driver maps what peers
 #   need through this window. How much it maps up front depends on the GPU and the driver: what
 #   lab 01 showed for the H200 is one machine, so look at yours.
 # - `lspci`'s `Region N` lines use the same slot numbers as sysfs: find the large
@@ -344,6 +395,6 @@ grading.check_equal(k40_bar1_slot, 1, name="k40_bar1_slot", hint="the second mem
 # - `Physical Resizable BAR`: the current size of each resizable BAR and the sizes it supports;
 #   firmware settings (Above 4G decoding, Resizable BAR) decide which one you get.
 #
-# Two-node runs with gdrlab, and what each failure message means:
-# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
-# [docs/cheatsheet.md](../../../docs/cheatsheet.md) (both in the gdrlab repository).
+# Two-node runs with gdrlab, and what each failure message means: `docs/cluster.md`; all the
+# commands on one page: `docs/cheatsheet.md`. Both are in the gdrlab source repository (its `docs/`
+# folder), not in the installed package or in this working folder.
