@@ -1,0 +1,1 @@
+"""Tests of the class view (gdrlab class serve/join/submit, gdrlab.classroom)."""
