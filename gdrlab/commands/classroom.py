@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import secrets
+import signal
 import socket
 import sys
 from typing import Any
@@ -168,12 +169,20 @@ def _serve(args: argparse.Namespace) -> int:
                                                              if generated else " (log in with the instructor token)"))
         print(f"gdrlab class: join URL  {base}?join={join_token}")
         print(f"gdrlab class: {notes[0]}; Ctrl-C stops", flush=True)
+    # uvicorn catches SIGINT/SIGTERM for a graceful stop, then raises the signal again for the
+    # handlers it found: these, which note it, so the database is closed before the exit
+    # (128 + the signal's number, as `gdrlab serve`).
+    signalled: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: signalled.append(signum))
     try:
-        server.run(sockets=[sock])  # uvicorn handles SIGINT/SIGTERM: a graceful stop
+        server.run(sockets=[sock])
     finally:
         sock.close()
         store.close()
-    return 0
+    if signalled and signalled[0] == signal.SIGINT:
+        print("gdrlab: interrupted", file=sys.stderr)
+    return 128 + signalled[0] if signalled else 0
 
 
 # --------------------------------------------------------------------------- learner side
