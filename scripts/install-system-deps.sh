@@ -19,6 +19,9 @@
 #   chromium                      the browser test of the labs in JupyterLab
 #   and "shellcheck"              tests/package/test_deploy.py checks every shell script and recipe with it
 #   stress-ng                     `make test-stress`: CPU-bound load beside the timing-sensitive tests
+#   postgresql                    the class view's storage tests against a real PostgreSQL server
+#                                 (tests/classroom starts its own in a temporary folder; the
+#                                 package's cluster need not run)
 set -euo pipefail
 PACKAGES=(g++ cmake make python3-venv python3-dev
           openmpi-bin libopenmpi-dev openssh-client libibverbs1 libibverbs-dev)
@@ -32,7 +35,7 @@ for arg in "$@"; do
   esac
 done
 if ! $LAB_ONLY; then
-  PACKAGES+=(clang libclang-rt-dev chromium shellcheck stress-ng)
+  PACKAGES+=(clang libclang-rt-dev chromium shellcheck stress-ng postgresql)
   # Debian 12 (bookworm): name the package that owns libclang_rt.fuzzer explicitly as well.
   if [ -r /etc/os-release ] && grep -q 'VERSION_CODENAME=bookworm' /etc/os-release; then
     PACKAGES+=(libclang-rt-14-dev)
