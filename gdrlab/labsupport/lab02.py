@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from ..recorded import LiveOrRecorded
 
 __all__ = ["host_copy_live", "DIRECTIONS", "MEMORIES", "P2P_PROFILE", "copy_profile", "copy_measure", "copy_data", "copy_model",
-           "copy_panel", "p2p_data", "p2p_model", "p2p_explorer", "alpha_beta_frame"]
+           "copy_panel", "p2p_data", "p2p_model", "p2p_explorer", "alpha_beta_frame", "PLACEMENT_PROFILES",
+           "placement_table"]
 
 DIRECTIONS = ("h2d", "d2h")
 MEMORIES = ("pinned", "pageable")
@@ -212,3 +213,28 @@ def host_copy_live(sizes: Any = None, repeats: int | None = None) -> pd.DataFram
     prov.attach(df, prov.live({"what": f"numpy.copyto, host to host memory, median of {repeats}"}), column=False)
     return df
 
+
+
+#: Profiles whose GPU and NIC sit under one PCIe switch in their good placement (lab 02's table of
+#: what PCIe peer DMA gives a NIC): a 2014 K40 + FDR server, a DGX-1 (EDR), an H100/H200 with NDR.
+PLACEMENT_PROFILES = ("kepler-ivb-2014", "volta-dgx1", "hopper-ndr")
+
+
+def placement_table(profiles: tuple[str, ...] = PLACEMENT_PROFILES, size: int = 256 << 20) -> pd.DataFrame:
+    """The model's GPUDirect RDMA bandwidth (GB/s, 1e9 B/s) at ``size`` for each profile with the GPU
+    and NIC under one PCIe switch and on different sockets: the good and the poor end of PCIe peer
+    DMA. Each row names its profile; the frame carries modelled provenance."""
+    import pandas as pd
+
+    from .. import model
+
+    rows = []
+    for name in profiles:
+        prof = model.get_profile(name)
+        row = {"profile": name, "machine": prof.description.split(", ")[0].split(" (")[0]}
+        for placement in ("same-switch", "cross-socket"):
+            row[f"gdr_gbps_{placement}"] = round(float(model.bandwidth_gbps(name, "gdr", [size], placement=placement)[0]), 2)
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    prov.attach(df, prov.modelled(", ".join(profiles), what=f"gdr bandwidth at {size} B by placement"), column=False)
+    return df
