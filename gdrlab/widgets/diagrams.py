@@ -87,16 +87,17 @@ DIAGRAMS: dict[str, Diagram] = {
          ("wirebuf", "nic", "3. NIC DMA", _STAGED, "solid"),
          ("gpu", "nic", "GPUDirect RDMA: the NIC reads GPU memory through BAR1", _DIRECT, "dot"))),
     "bar1": Diagram(
-        "a GPU's PCIe BARs: BAR1 exposes GPU memory to the bus",
+        "a GPU's PCIe BARs: BAR1 exposes GPU memory to the bus (sizes and sysfs slots: the H200)",
         (("vram", 0.3, 0.8, 2.6, 2.0, "GPU memory (HBM)", _GPU),
-         ("bar0", 3.7, 3.1, 6.3, 3.7, "BAR0: registers (16 MiB)", _CPU),
-         ("bar3", 3.7, 2.3, 6.3, 2.9, "third BAR (sysfs: BAR4, 32 MiB)", _CPU),
-         ("bar1", 3.7, 1.0, 6.3, 1.8, "BAR1: window onto GPU memory<br>(sysfs: BAR2; 256 GiB on H200)", _GPU),
+         ("bar0", 3.7, 3.1, 6.3, 3.7, "BAR0: registers<br>(H200: 16 MiB, sysfs slot 0)", _CPU),
+         ("bar3", 3.7, 2.3, 6.3, 2.9, "third BAR, the driver's<br>(H200: 32 MiB, sysfs slot 4)", _CPU),
+         ("bar1", 3.7, 1.0, 6.3, 1.8, "BAR1: window onto GPU memory<br>(H200: 256 GiB, sysfs slot 2;<br>"
+          "slot 1 where BAR0 is 32-bit)", _GPU),
          ("nic", 8.0, 1.0, 9.8, 1.8, "NIC / other device", _NIC),
          ("cpu", 8.5, 0.05, 9.8, 0.6, "CPU (mmap)", _CPU)),
         (("nic", "bar1", "PCIe reads/writes", _DIRECT, "solid"),
          ("bar1", "vram", "mapped pages", _DIRECT, "solid"),
-         ("cpu", "bar1", "gdrcopy maps BAR1 for the CPU;<br>a dma-buf fd cannot be mapped", _GREY, "dot", -0.5))),
+         ("cpu", "bar1", "gdrcopy maps BAR1 for the CPU;<br>driver 580 refuses to mmap a dma-buf fd", _GREY, "dot", -0.5))),
     "copy-engine": Diagram(
         "pageable (red) vs pinned (green) host-to-device copies",
         (("pageable", 0.3, 2.6, 2.5, 3.6, "pageable<br>host memory", _HOST),
