@@ -91,6 +91,9 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     cmd = getattr(args, "class_command", None)
     if cmd is None:
+        if args.json:
+            emit_json({"error": {"type": "UsageError", "message": "gdrlab class: name a subcommand: "
+                                 "serve, join, submit or export"}})
         args._class_parser.print_help(sys.stderr)
         return 2
     return {"serve": _serve, "join": _join, "submit": _submit, "export": _export}[cmd](args)
