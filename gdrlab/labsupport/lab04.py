@@ -29,10 +29,19 @@ __all__ = [
     "HISTORIC_PROFILES", "STATIC_SIZES", "MEASURED_PATHS", "POLICY_PATHS", "GDR_POLICY_PATHS", "NO_GDR_POLICY_PATHS", "policy_paths", "measured_data", "sweep_widget",
     "measured_figure", "model_table", "policy_table",
     "crossover_figure", "crossover_explorer", "crossovers", "overlay_profile", "gdr_live", "measured_summary", "CHUNKS", "chunk_data", "chunk_figure",
-    "PolicyRange",
+    "PolicyRange", "floor_parts", "floor_note", "pipelined_vs_shared", "pipelined_vs_shared_note",
+    "crossings_note", "PLATFORM_NOTES",
 ]
 
-HISTORIC_PROFILES = ("kepler-snb-2013", "kepler-ivb-2014", "hopper-ndr")
+# Sandy Bridge and Ivy Bridge (2013-2014), A100 + HDR (2020), Hopper (2023), GH200 (2024).
+HISTORIC_PROFILES = ("kepler-snb-2013", "kepler-ivb-2014", "a100-hdr", "hopper-ndr", "gh200")
+PLATFORM_NOTES = {
+    "kepler-snb-2013": "K20 + ConnectX-3 FDR, Sandy Bridge",
+    "kepler-ivb-2014": "K40 + Connect-IB FDR, Ivy Bridge",
+    "a100-hdr": "A100 + ConnectX-6 HDR, DGX A100 class (AMD EPYC)",
+    "hopper-ndr": "H100 + ConnectX-7 NDR, Sapphire Rapids",
+    "gh200": "GH200: Grace CPU and Hopper GPU over NVLink-C2C, ConnectX-7 NDR",
+}
 MEASURED_PATHS = ("staged", "shared", "pipelined")
 POLICY_PATHS = ("gdrcopy", "gdr", "pipelined")
 GDR_POLICY_PATHS = ("gdr", "pipelined")          # GPU and NIC close enough for GDR
@@ -347,3 +356,100 @@ def crossover_explorer(profile: str = "kepler-snb-2013") -> w.VBox | go.Figure:
     for control in (prof_box, place_box, chunk_box):
         control.observe(redraw, names="value")
     return box
+
+
+# ----------------------------------------------------------------------------- claims from the recording
+_FLOOR_SETS = {"wire": "h200-bench-host", "h2d": "h200-copy-h2d-pinned", "d2h": "h200-copy-d2h-pinned",
+               "staged": "h200-bench-staged", "shared": "h200-bench-shared", "pipelined": "h200-bench-pipelined"}
+
+
+def _recorded_p50(name: str) -> pd.Series:
+    from ..recorded import load
+    df = load(name)
+    return df.groupby("size")["lat_p50_us"].median()
+
+
+def floor_parts(size: int = 8) -> dict[str, float]:
+    """The recorded H200 small-message floor at ``size`` bytes and its parts (median µs): the
+    TCP wire alone (``host`` path), the two pinned copy launches (H2D, D2H), and the three
+    staging paths. Raises RecordedDataMissing when the recordings do not ship."""
+    return {k: float(_recorded_p50(name).loc[size]) for k, name in _FLOOR_SETS.items()}
+
+
+def floor_note(size: int = 8) -> str:
+    """What sets the small-message floor over TCP, in numbers from the recording."""
+    f = floor_parts(size)
+    copies = f["h2d"] + f["d2h"]
+    floor = (f["staged"] + f["shared"]) / 2
+    return (f"Recorded on the H200 (median, {size} B): staged {f['staged']:.1f} µs, shared {f['shared']:.1f} µs, "
+            f"pipelined {f['pipelined']:.1f} µs. Of the floor of about {floor:.0f} µs that staged and shared share, the wire "
+            f"alone (host path, TCP loopback) is {f['wire']:.2f} µs, and the two pinned copy launches are "
+            f"{f['h2d']:.2f} µs (H2D) + {f['d2h']:.2f} µs (D2H) = {copies:.1f} µs, about "
+            f"{copies / f['staged']:.0%} of staged. The copy launches set the floor, not the wire: "
+            "that fixed cost is what GDR removes.")
+
+
+def pipelined_vs_shared() -> pd.DataFrame:
+    """The recorded H200 ``pipelined`` against ``shared`` at every recorded size (median µs),
+    with ``extra_us`` (pipelined minus shared) and ``extra_rel`` (its share of shared)."""
+    import pandas as pd
+
+    sh, pi = _recorded_p50("h200-bench-shared"), _recorded_p50("h200-bench-pipelined")
+    common = sh.index.intersection(pi.index)
+    df = pd.DataFrame({"size": common, "shared_us": sh.loc[common].to_numpy(),
+                       "pipelined_us": pi.loc[common].to_numpy()})
+    df["extra_us"] = df["pipelined_us"] - df["shared_us"]
+    df["extra_rel"] = df["extra_us"] / df["shared_us"]
+    return df
+
+
+def _b(n: int) -> str:
+    """8 -> '8 B', 4096 -> '4 KiB', 1048576 -> '1 MiB'."""
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def pipelined_vs_shared_note() -> str:
+    """Where the recorded pipelined path is slower than shared, and by how much, in words."""
+    df = pipelined_vs_shared()
+    slower = df[df["extra_us"] > 0]
+    first_faster = df[df["extra_us"] <= 0]["size"]
+    # the run of sizes from the smallest on where pipelined is slower
+    run = slower[slower["size"] < (first_faster.min() if len(first_faster) else np.inf)]
+    if not len(run):
+        return "In the recording pipelined is never slower than shared."
+    text = (f"In the recording pipelined is slower than shared from {_b(int(run['size'].min()))} to "
+            f"{_b(int(run['size'].max()))}: by {run['extra_us'].min():.1f}-{run['extra_us'].max():.1f} µs "
+            f"({run['extra_rel'].min():.0%}-{run['extra_rel'].max():.0%}) "
+            "(the engine's chunk bookkeeping and extra synchronisation, which the model leaves out)")
+    if len(first_faster):
+        text += f"; from {_b(int(first_faster.min()))} on it is faster, before one chunk fills"
+    return text + ". The model draws the two equal below one chunk: it misses both."
+
+
+def crossings_note(profile: str = "hopper-ndr", placement: str = "cross-socket",
+                   chunks: Iterable[int] = (1 << 20, 256 * 1024), a: str = "gdr", b: str = "pipelined") -> str:
+    """Where ``b`` first beats ``a`` on ``profile`` at ``placement`` for each chunk size, how many
+    times the faster path flips after that, and both paths' bandwidth at 1 GiB (modelled)."""
+    m = _model()
+    parts = []
+    big = np.array([float(1 << 30)])
+    for chunk in chunks:
+        xs = m.crossings(profile, a, b, placement=placement, chunk=chunk)
+        bw_b = float(m.bandwidth_gbps(profile, b, big, placement=placement, chunk=chunk)[0])
+        if not xs:
+            parts.append(f"with {chunk // 1024} KiB chunks {b} never beats {a}")
+            continue
+        parts.append(f"with {chunk // 1024} KiB chunks {b} first beats {a} at {xs[0]['size']:,} B"
+                     + (f" and the faster path flips {len(xs) - 1} more times up to {xs[-1]['size']:,} B"
+                        if len(xs) > 1 else "")
+                     + f"; at 1 GiB {b} reaches {bw_b:.1f} GB/s")
+    bw_a = float(m.bandwidth_gbps(profile, a, big, placement=placement)[0])
+    xs_gbps = float(m.get_profile(profile).param("xsocket_gbps"))
+    return (f"Modelled, {profile_with_level(profile)}, {placement}: " + "; ".join(parts)
+            + f"; {a} at 1 GiB: {bw_a:.1f} GB/s. The inter-socket bound is the profile's xsocket_gbps = "
+            f"{xs_gbps:g} GB/s, one link's rate: an assumption of the model (a real two-socket host interleaves "
+            "over several links), so read the crossover as where the model puts it, not as a measurement. "
+            "The flips are the model's chunk quantisation: each extra chunk adds a step to the pipelined curve.")

@@ -2,15 +2,16 @@
 # # Lab 04: staging vs RDMA, and where they cross
 #
 # A GPU buffer bound for another node can travel several ways. Lab 02 measured their
-# ingredients (a `cudaMemcpy` costs 6-8 µs to launch however small; pinned copies reach tens of
-# GB/s), lab 03 explained the registered buffers they land in. Here the ways race each other.
+# ingredients (a `cudaMemcpy` costs several µs to launch however small, 5.6 µs H2D and 6.4 µs D2H
+# at 8 B in the H200 recording; pinned copies reach tens of GB/s), lab 03 explained the registered buffers they land in. Here the ways race each other.
 #
 # **Learning goals**
 #
 # 1. Measure (or read recorded measurements of) `staged`, `shared` and `pipelined` transfers
 #    against message size, and explain each curve's shape.
-# 2. Use the model to find the size where GPUDirect RDMA and pipelined staging cross, and see
-#    it move with the platform (Sandy Bridge vs Ivy Bridge vs Hopper), placement and chunk size.
+# 2. Write the code that finds where two modelled paths cross, and use it on GPUDirect RDMA
+#    against pipelined staging; see the crossing move with the platform (Sandy Bridge, Ivy Bridge,
+#    A100 + HDR, Hopper, GH200), placement and chunk size.
 # 3. Write the hybrid threshold policy an MPI library uses, in the **right direction**.
 #
 # **Live on** a GPU (tcp wire between two local processes), plus GDR over verbs with an RDMA
@@ -48,13 +49,15 @@ print("quick mode:", QUICK, "| GPU here:", engine.cuda_status()["usable"])
 #
 # ![the transfer paths, drawn as boxes and copies](img/04-paths.svg)
 #
-# | path | copies on the sender | what wins it |
+# | path | copies on the sender | what it changes |
 # |---|---|---|
-# | `staged` | `cudaMemcpy` to a bounce buffer, CPU `memcpy` to the wire's buffer | nothing: the baseline (pre-2010) |
-# | `shared` | `cudaMemcpy` straight into the registered buffer | one copy saved (GPUDirect 1.0, 2010) |
-# | `pipelined` | `shared` in chunks over several buffers | large messages: copy and wire overlap |
-# | `gdr` | none: the NIC reads GPU memory | small messages: no copy launch at all |
-# | `gdrcopy` | CPU copy through BAR1 instead of `cudaMemcpy` | tiny messages when GDR is not available |
+# | `staged` | `cudaMemcpy` to a bounce buffer, CPU `memcpy` to the wire's buffer | the baseline (pre-2010) |
+# | `shared` | `cudaMemcpy` straight into the registered buffer | one host copy saved (GPUDirect 1.0, 2010) |
+# | `pipelined` | `shared` in chunks over several buffers | copy of one chunk overlaps the send of another |
+# | `gdr` | none: the NIC reads GPU memory | no copy launch; the NIC's peer reads set the rate |
+# | `gdrcopy` | CPU copy through BAR1 instead of `cudaMemcpy` | no copy launch; the CPU's BAR1 reads set the rate |
+#
+# Which path is faster at which size is for you to find in this lab.
 
 # %% [markdown] id="04-measure-staged-shared-pipelined"
 # ## 2. Measure: staged, shared, pipelined over the tcp wire
@@ -64,29 +67,22 @@ print("quick mode:", QUICK, "| GPU here:", engine.cuda_status()["usable"])
 # (if this copy of gdrlab ships them) and says so; with neither, it says why.
 
 # %% [markdown] id="04-predict-sweep"
-# ### Exercise 0 (1 point): predict before you measure
+# ### Exercise 0: predict before you measure
 #
 # Before the next cell runs, commit a prediction for the recorded H200 sweep: for one 64 MiB
 # message over the TCP wire, how many times longer does `staged` take than `pipelined`? Set
-# `predicted_staged_over_pipelined_64mib`. It is graded for being within a **factor of 2** of
-# what the recording then shows (think: which copies does each path serialise, which does it
-# overlap, and what caps both?). Your reason goes in the hand-graded cell after the summary.
+# `predicted_staged_over_pipelined_64mib` (think: which copies does each path serialise, which does
+# it overlap, and what caps both?). The number itself is not graded: a notebook cannot tell a
+# prediction typed before the plot from one typed after. Your reason, and how the recording
+# differed, is graded by hand in the cell after the summary.
 
 # %% id="ex0-predict" nbgrader={"grade": false, "grade_id": "ex0-predict", "locked": false, "schema_version": 3, "solution": true}
 predicted_staged_over_pipelined_64mib = None
 ### BEGIN SOLUTION
 predicted_staged_over_pipelined_64mib = 2.0   # staged: copy, memcpy, wire, memcpy, copy in a row
 ### END SOLUTION
-
-# %% id="ex0-predict-tests" nbgrader={"grade": true, "grade_id": "ex0-predict-tests", "locked": true, "points": 1, "schema_version": 3, "solution": false}
-assert predicted_staged_over_pipelined_64mib is not None and predicted_staged_over_pipelined_64mib > 0
-### BEGIN HIDDEN TESTS
-_st, _pi = grading.dataset("h200-bench-staged"), grading.dataset("h200-bench-pipelined")
-_r = (float(_st.loc[_st["size"] == 64 << 20, "lat_p50_us"].iloc[0])
-      / float(_pi.loc[_pi["size"] == 64 << 20, "lat_p50_us"].iloc[0]))
-grading.check_true(_r / 2 <= float(predicted_staged_over_pipelined_64mib) <= _r * 2,
-                   f"predicted {predicted_staged_over_pipelined_64mib}: not within a factor 2 of the recording")
-### END HIDDEN TESTS
+if grading.done(predicted_staged_over_pipelined_64mib, name="Exercise 0"):
+    print("your prediction, staged / pipelined at 64 MiB:", predicted_staged_over_pipelined_64mib)
 
 # %% id="04-measured-data"
 data = lab04.measured_data(lab04.STATIC_SIZES)   # recorded sweeps keep all their sizes
@@ -115,32 +111,46 @@ summary
 # %% [markdown] id="04-measured-summary-note"
 # What to look for in the measured curves (and in the summary above):
 #
-# * at small sizes all three paths sit on one floor (`small_lat_us`), set by the wire's
-#   per-message cost. Over TCP that floor is tens of µs or more, well above the 6-8 µs copy
-#   launch of lab 02, so saving a `memcpy` of 8 bytes saves nothing. (If small messages come
-#   out *slower* than mid-size ones, you are seeing the TCP stack itself: acknowledgements,
-#   interrupt moderation, a receiver asleep in `recv`. RDMA wires avoid all of it.) This is
-#   why the Kepler-era numbers below are InfiniBand numbers: there the floor is a few µs and
-#   every copy launch counts;
-# * `shared` pulls ahead of `staged` once the host `memcpy` it skips is a real cost (tens of
-#   KiB and up: one thread copies at about 10 GB/s);
+# * at small sizes the three paths sit near one floor (`small_lat_us`). What sets it is in the
+#   recording itself: the next cell takes the H200's floor apart into the wire alone and the two
+#   copy launches. (If small messages come out *slower* than mid-size ones on a live run, you are
+#   seeing the TCP stack itself: acknowledgements, interrupt moderation, a receiver asleep in
+#   `recv`. RDMA wires avoid all of it.)
+# * `shared` pulls ahead of `staged` once the host `memcpy` it skips is a real cost (large
+#   messages; at 8 bytes that copy costs next to nothing, so `shared` saves nothing there);
 # * `pipelined` is fastest for large messages (compare `large_vs_staged`) because the GPU copy
 #   of one chunk overlaps the send of the previous one. Below one chunk (256 KiB) there is
-#   nothing to overlap, and the **model** draws pipelined equal to shared there; the recorded
-#   H200 sweep does not agree: pipelined is 3-5 µs (20-25 %) slower than shared at every size up
-#   to 8 KiB (23.8 against 19.1 µs at 8 B), the cost of the engine's chunk bookkeeping and
-#   extra synchronisation, which the model does not include. Over loopback TCP (about 4 GB/s)
-#   the wire caps the streaming bandwidth of all three, so the latency plot shows the difference
-#   more clearly than the bandwidth plot.
-# * Where the model misses most: the fitted `h200-lab` model puts staged at 64 MiB near 26.5 ms,
-#   the recording at 42.7 ms (38 % less than measured). Recorded staged bandwidth *falls* from
-#   about 3.7 to 1.4 GB/s above 1 MiB, which a model of fixed costs plus constant rates cannot
-#   draw (the host `memcpy` of large buffers and the TCP socket buffers in a VM are the likely
-#   causes; the recording cannot say which).
+#   nothing to overlap, and the **model** draws pipelined equal to shared there; the second line
+#   of the next cell says what the recording shows instead. Over loopback TCP the wire caps the
+#   streaming bandwidth of all three, so the latency plot shows the difference more clearly than
+#   the bandwidth plot.
+# * Where the model misses most is large staged messages (the third line): recorded staged
+#   bandwidth *falls* above 1 MiB, which a model of fixed costs plus constant rates cannot draw
+#   (the host `memcpy` of large buffers and the TCP socket buffers in a VM are the likely causes;
+#   the recording cannot say which).
+
+# %% id="04-floor-parts"
+# Each sentence is computed from the recordings (gdrlab/data/recorded) when this cell runs.
+import numpy as np
+
+from gdrlab.recorded import RecordedDataMissing
+
+try:
+    print(lab04.floor_note())
+    print(lab04.pipelined_vs_shared_note())
+    _st = grading.dataset("h200-bench-staged").set_index("size")["lat_p50_us"]
+    _modelled = float(model.latency_us("h200-lab", "staged", np.array([64.0 * 2**20]), wire="tcp")[0])
+    print(f"Staged at 64 MiB: recorded {_st.loc[64 << 20] / 1e3:.1f} ms, modelled (h200-lab) {_modelled / 1e3:.1f} ms "
+          f"({1 - _modelled / _st.loc[64 << 20]:.0%} less than measured).")
+except RecordedDataMissing as exc:
+    print("the recorded H200 sweeps do not ship with this copy:", exc)
+
+# %% [markdown] id="explain-prediction-sweep-question" nbgrader={"grade": false, "grade_id": "explain-prediction-sweep-question", "locked": true, "schema_version": 3, "solution": false}
+# ### Your prediction's reason (2 points, graded by hand)
 #
-# %% [markdown] id="explain-prediction-sweep" nbgrader={"grade": true, "grade_id": "explain-prediction-sweep", "locked": false, "points": 1, "schema_version": 3, "solution": true}
 # Why did you predict that ratio, and where was the recording different?
-#
+
+# %% [markdown] id="explain-prediction-sweep" nbgrader={"grade": true, "grade_id": "explain-prediction-sweep", "locked": false, "points": 2, "schema_version": 3, "solution": true}
 # Staged does its two GPU copies, two host memcpys and the wire one after another; pipelined
 # overlaps the copies of one chunk with the send of the previous one, so for a large message it
 # approaches the slowest single stage (the TCP wire). So about 2-3x; the recording shows 2.6x.
@@ -195,157 +205,230 @@ if gdr_df is not None:
 #
 # One of the articles this kit started from (on GPUDirect RDMA, pitfall 4) states a hybrid
 # policy for MVAPICH2-GDR: one path for small messages, the other for large ones, with a reason
-# about doorbells and copies. Do not take its word for it: find the crossover yourself. The
-# explorer below draws the model for three platforms: `kepler-snb-2013` (K20 + ConnectX-3,
-# Sandy Bridge), `kepler-ivb-2014` (K40 + Connect-IB, Ivy Bridge) and `hopper-ndr` (H100 +
-# ConnectX-7 NDR). Change the placement (GPU and NIC under one switch, through one host bridge,
-# across sockets) and the pipeline chunk size and watch the crossover move.
+# about doorbells and copies. Do not take its word for it: find the crossing yourself, from the
+# model (`gdrlab.model`), for five platforms:
+#
+# | profile | machine | level |
+# |---|---|---|
+# | `kepler-snb-2013` | K20 (PCIe Gen2) + ConnectX-3 FDR, Sandy Bridge | MPI |
+# | `kepler-ivb-2014` | K40 + Connect-IB FDR, Ivy Bridge | verbs |
+# | `a100-hdr` | A100 + ConnectX-6 HDR, DGX A100 class | verbs |
+# | `hopper-ndr` | H100 + ConnectX-7 NDR, Sapphire Rapids | verbs |
+# | `gh200` | GH200 (Grace + Hopper over NVLink-C2C) + ConnectX-7 NDR | verbs |
 #
 # > **Read the level.** The profiles are not all calibrated at the same layer. `kepler-snb-2013`
 # > is **MPI level**: its figures come from MVAPICH2-GDR runs and include about 3.6 µs of MPI
-# > software per message. `kepler-ivb-2014`, `volta-dgx1`, `hopper-ndr` and `h200-lab` are
-# > **verbs level** (no MPI). Most of the 5.5 against 1.8 µs small-message difference between the
-# > two Kepler profiles is that software, not the CPU generation. Every modelled plot and table
-# > names its profile and level. The K20 of `kepler-snb-2013` is a PCIe Gen2 device.
+# > software per message. The others are **verbs level** (no MPI). Most of the small-message
+# > difference between the two Kepler profiles is that software, not the CPU generation. Every
+# > modelled plot and table names its profile and level; each profile's sources are in
+# > `gdrlab model --profile NAME` (the 2026 profiles mark which of their parameters are assumed).
+#
+# `model.latency_us(profile, path, sizes)` gives the modelled latency in µs of a path for an
+# array of sizes, at the profile's default placement:
 
-# %% id="04-crossover-explorer"
-lab04.crossover_explorer("kepler-snb-2013")
+# %% id="04-model-curves"
+import numpy as np
+
+demo_sizes = np.array([8.0, 4096.0, 65536.0, 1 << 20, 16 << 20])
+pd.DataFrame({p: model.latency_us("kepler-ivb-2014", p, demo_sizes) for p in ("gdr", "pipelined")},
+             index=demo_sizes.astype(int)).rename_axis("size (B), modelled µs, " + profile_with_level("kepler-ivb-2014"))
 
 # %% [markdown] id="04-exercise-1-find-crossovers"
-# ## Exercise 1 (2 points): find the crossovers
+# ## Exercise 1 (2 points): where the faster path changes
 #
-# With the model at each profile's default placement, find the smallest message size (bytes)
-# at which `pipelined` staging becomes faster than `gdr`, for Sandy Bridge
-# (`kepler-snb-2013`) and Ivy Bridge (`kepler-ivb-2014`). Sweep
-# `model.latency_us(profile, path, sizes)` (modelled latencies in µs for an array of sizes) or read
-# the explorer. Accepted: within 10 % of the model's crossover, or, for Sandy Bridge, within 10 %
-# of MVAPICH2-GDR's documented default `MV2_GPUDIRECT_LIMIT` = 8 KB (its user guide). The
-# written answer at the end of the lab asks why the two differ.
+# Write `first_change(sizes, lat_a, lat_b)`: given increasing message sizes and two paths'
+# latencies at those sizes (arrays of the same length), return the smallest size at which the
+# path that is faster at the **smallest** size is no longer faster (the other one is strictly
+# faster), as an `int`; `None` when that never happens. It must work whichever of the two is
+# faster first.
+#
+# Then use it on the model, with `sizes` fine enough to land within 1 % of the crossing (for
+# example `np.geomspace(1, 4 << 20, 20000)`), for `gdr` against `pipelined` at each profile's
+# default placement: `crossover_snb_bytes` (`kepler-snb-2013`) and `crossover_ivb_bytes`
+# (`kepler-ivb-2014`). Graded: the function on made-up curves, and both sizes within 10 % of
+# the model's. The package's crossover finders are refused in this cell: write your own.
 
-# %% id="ex1-crossover" nbgrader={"grade": false, "grade_id": "ex1-crossover", "locked": false, "schema_version": 3, "solution": true}
+# %% id="ex1-crossover" nbgrader={"grade": false, "grade_id": "ex1-crossover", "locked": false, "schema_version": 3, "solution": true} gdrlab={"forbid": {"crossover": "finds the crossing for you; find it with your first_change", "crossovers": "finds the crossing for you; find it with your first_change", "crossings": "finds the crossing for you; find it with your first_change", "hybrid_policy": "gives the model's ranges, crossings included", "policy_table": "gives the model's ranges, crossings included", "crossover_figure": "marks the crossing for you", "crossover_explorer": "marks the crossing for you"}}
 import numpy as np
+
+
+def first_change(sizes, lat_a, lat_b):
+    ### BEGIN SOLUTION
+    sizes, a, b = np.asarray(sizes), np.asarray(lat_a, dtype=float), np.asarray(lat_b, dtype=float)
+    if a[0] <= b[0]:
+        changed = np.nonzero(b < a)[0]
+    else:
+        changed = np.nonzero(a < b)[0]
+    return int(sizes[changed[0]]) if changed.size else None
+    ### END SOLUTION
+
 
 crossover_snb_bytes = None
 crossover_ivb_bytes = None
 ### BEGIN SOLUTION
 sizes = np.unique(np.geomspace(1, 4 << 20, 20000).astype(np.int64)).astype(float)  # 0.1% steps to 4 MiB
-def first_win(profile):
-    gdr = model.latency_us(profile, "gdr", sizes)
-    pipe = model.latency_us(profile, "pipelined", sizes)
-    wins = np.nonzero(pipe < gdr)[0]
-    return int(sizes[wins[0]]) if wins.size else None
-crossover_snb_bytes = first_win("kepler-snb-2013")
-crossover_ivb_bytes = first_win("kepler-ivb-2014")
+crossover_snb_bytes = first_change(sizes, model.latency_us("kepler-snb-2013", "gdr", sizes),
+                                   model.latency_us("kepler-snb-2013", "pipelined", sizes))
+crossover_ivb_bytes = first_change(sizes, model.latency_us("kepler-ivb-2014", "gdr", sizes),
+                                   model.latency_us("kepler-ivb-2014", "pipelined", sizes))
 ### END SOLUTION
-print(f"Sandy Bridge: {crossover_snb_bytes} B, Ivy Bridge: {crossover_ivb_bytes} B")
+if grading.done(crossover_snb_bytes, crossover_ivb_bytes, name="Exercise 1"):
+    print(f"your crossings, gdr against pipelined: Sandy Bridge {crossover_snb_bytes} B, Ivy Bridge {crossover_ivb_bytes} B")
 
 # %% id="ex1-crossover-tests" nbgrader={"grade": true, "grade_id": "ex1-crossover-tests", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-assert crossover_snb_bytes is not None and crossover_ivb_bytes is not None, "both profiles cross"
-assert crossover_snb_bytes < crossover_ivb_bytes, "Ivy Bridge's NIC reads GPU memory faster: GDR wins longer"
-assert 1024 <= crossover_snb_bytes <= 64 * 1024, "Sandy Bridge crosses at a few KB"
+# Self-check on made-up curves (not the graded profiles): a wrong function fails here.
+grading.check_function_cases(first_change, [
+    (([1, 2, 4, 8], [1.0, 2.0, 3.0, 4.0], [2.0, 2.5, 2.9, 3.0]), 4),   # a faster first, b from 4 on
+    (([1, 2, 4, 8], [5.0, 5.0, 1.0, 1.0], [1.0, 2.0, 3.0, 4.0]), 4),   # b faster first, a from 4 on
+], name="first_change")
+grading.check_true(first_change([1, 2, 4, 8], [1.0, 1.0, 1.0, 1.0], [2.0, 2.0, 2.0, 2.0]) is None,
+                   "first_change: when the same path is faster at every size, return None",
+                   answer=first_change([1, 2, 4, 8], [1.0, 2.0, 3.0, 4.0], [2.0, 2.5, 2.9, 3.0]), name="first_change")
+_both = None if crossover_snb_bytes is None or crossover_ivb_bytes is None else True
+grading.check_true(isinstance(crossover_snb_bytes, (int, np.integer)) and isinstance(crossover_ivb_bytes, (int, np.integer)),
+                   "crossover_snb_bytes and crossover_ivb_bytes are whole numbers of bytes (both profiles cross)",
+                   answer=_both, name="crossover_snb_bytes and crossover_ivb_bytes")
 ### BEGIN HIDDEN TESTS
+_rng = np.random.default_rng(4)
+for _k in range(40):
+    _sz = np.cumsum(_rng.integers(1, 1000, 30)).astype(float)
+    _i = int(_rng.integers(0, 30))
+    _a = _rng.uniform(1, 10, 30)
+    _b = _a + _rng.uniform(0.1, 5, 30)        # b slower everywhere ...
+    _b[_i:] = _a[_i:] - _rng.uniform(0.1, 5, 30 - _i)   # ... until index _i
+    _want = int(_sz[_i]) if _i > 0 else None
+    _fa, _fb = (_a, _b) if _k % 2 else (_b, _a)          # both orders
+    _got = first_change(_sz, _fa, _fb)
+    grading.check_true(_got == _want and (_got is None) == (_want is None),
+                       f"first_change on made-up curve {_k} ({'no change' if _want is None else 'one change'}): wrong size")
 def _first_win(profile):
     _sz = np.unique(np.geomspace(1, 4 << 20, 20000).astype(np.int64)).astype(float)
     _w = np.nonzero(model.latency_us(profile, "pipelined", _sz) < model.latency_us(profile, "gdr", _sz))[0]
     return float(_sz[_w[0]])
-_snb, _ivb = _first_win("kepler-snb-2013"), _first_win("kepler-ivb-2014")
-grading.check_true(abs(crossover_snb_bytes / _snb - 1) <= 0.10 or abs(crossover_snb_bytes / 8192 - 1) <= 0.10,
-                   f"crossover_snb_bytes = {crossover_snb_bytes}: neither within 10 % of the model's crossover "
-                   "nor of MVAPICH2's 8 KB")
-grading.check_close(crossover_ivb_bytes, _ivb, rel=0.10, name="crossover_ivb_bytes", unit="B")
+grading.check_close(crossover_snb_bytes, _first_win("kepler-snb-2013"), rel=0.10, name="crossover_snb_bytes", unit="B")
+grading.check_close(crossover_ivb_bytes, _first_win("kepler-ivb-2014"), rel=0.10, name="crossover_ivb_bytes", unit="B")
 ### END HIDDEN TESTS
 
 # %% [markdown] id="04-exercise-2-hybrid-policy"
 # ## Exercise 2 (3 points): the hybrid policy
 #
-# Write `choose_path(size, profile, gdr_ok=True)`, the threshold policy an MPI library runs for
-# every message: one size threshold per profile, one path on each side of it.
+# Write `choose_path(size, threshold, gdr_ok=True)`, the threshold policy an MPI library runs for
+# every message: one size threshold, one path on each side of it.
 #
 # * When GDR is possible (`gdr_ok=True`: a GPUDirect-capable GPU and HCA close enough, lab 05)
 #   choose between `"gdr"` and `"pipelined"`;
 # * when it is not (`gdr_ok=False`), between `"gdrcopy"` and `"pipelined"`.
+# * `threshold` is where the two paths in question cross, as Exercise 1 defines it (the smallest
+#   size at which the faster path changes), or `None` when they never cross: then one path wins
+#   at every size.
 #
-# Which path goes on which side of the threshold is for you to find from the explorer and your
-# Exercise 1 sweep: that is the point of the exercise. A profile may never cross
-# (`model.crossover(profile, a, b)` returns `None`): then one path wins at every size. It is
-# graded against the model's fastest path at each size, for the three profiles, away from the
-# few percent around each crossover.
+# Which path goes on which side of the threshold, and which wins when there is none, is for you
+# to find from your Exercise 1 sweep and the model's curves: that is the point of the exercise.
+# It is graded on made-up thresholds; the cell after it puts your policy beside the model's
+# fastest path on all five profiles.
 
-# %% id="ex2-policy" nbgrader={"grade": false, "grade_id": "ex2-policy", "locked": false, "schema_version": 3, "solution": true}
-def choose_path(size: int, profile: str, gdr_ok: bool = True) -> str:
+# %% id="ex2-policy" nbgrader={"grade": false, "grade_id": "ex2-policy", "locked": false, "schema_version": 3, "solution": true} gdrlab={"forbid": {"hybrid_policy": "is the model's policy: write your own", "policy_table": "is the model's policy: write your own", "crossover": "finds the threshold; yours comes in as an argument", "crossovers": "finds the threshold; yours comes in as an argument"}}
+def choose_path(size: int, threshold, gdr_ok: bool = True) -> str:
     ### BEGIN SOLUTION
     small = "gdr" if gdr_ok else "gdrcopy"
-    threshold = model.crossover(profile, small, "pipelined")
     if threshold is None or size < threshold:
         return small
     return "pipelined"
     ### END SOLUTION
 
-for profile in lab04.HISTORIC_PROFILES:
-    print(profile, [choose_path(s, profile) for s in (8, 8192, 65536, 1 << 20, 16 << 20)],
-          [choose_path(s, profile, gdr_ok=False) for s in (8, 8192, 65536)])
 
 # %% id="ex2-policy-tests" nbgrader={"grade": true, "grade_id": "ex2-policy-tests", "locked": true, "points": 3, "schema_version": 3, "solution": false}
-assert choose_path(8, "kepler-snb-2013") in ("gdr", "pipelined"), "with gdr_ok: 'gdr' or 'pipelined'"
-assert choose_path(8, "kepler-snb-2013", gdr_ok=False) in ("gdrcopy", "pipelined"), "without: 'gdrcopy' or 'pipelined'"
+# Self-check on a made-up threshold of 1000 B (it checks the form, not the direction).
+_below, _above = choose_path(10, 1000), choose_path(10**6, 1000)
+grading.check_true(_below in ("gdr", "pipelined") and _above in ("gdr", "pipelined"),
+                   "with gdr_ok=True the answer is 'gdr' or 'pipelined'", answer=_below, name="choose_path")
+grading.check_true(_below != _above, "one path on each side of the threshold", answer=_below, name="choose_path")
+grading.check_true(choose_path(999, 1000) == _below and choose_path(1000, 1000) == _above,
+                   "the threshold is the first size of the other side", answer=_below, name="choose_path")
+grading.check_true(choose_path(10, 1000, gdr_ok=False) in ("gdrcopy", "pipelined"),
+                   "with gdr_ok=False the answer is 'gdrcopy' or 'pipelined'", answer=_below, name="choose_path")
+grading.check_true(choose_path(10, None) == choose_path(10**9, None), "no threshold: one path at every size",
+                   answer=_below, name="choose_path")
 ### BEGIN HIDDEN TESTS
-import numpy as np
-
-# The model's fastest path at each size, kept only where it beats the runner-up by over 10 %.
-_grid = np.unique(np.round(np.logspace(0, 26, 105, base=2))).astype(np.int64)
-_wrong, _n = [], 0
-for _prof in ("kepler-snb-2013", "kepler-ivb-2014", "hopper-ndr"):
-    for _ok, _paths in ((True, ("gdr", "pipelined")), (False, ("gdrcopy", "pipelined"))):
-        _lat = np.vstack([model.latency_us(_prof, _p, _grid.astype(float)) for _p in _paths])
-        _srt = np.sort(_lat, axis=0)
-        for _s, _i, _keep in zip(_grid, np.argmin(_lat, axis=0), _srt[1] > _srt[0] * 1.10, strict=True):
-            if _keep:
-                _n += 1
-                _got = choose_path(int(_s), _prof, _ok)
-                if _got != _paths[_i]:
-                    _wrong.append(f"choose_path({int(_s)}, {_prof!r}, gdr_ok={_ok}) = {_got!r}, model: {_paths[_i]!r}")
-grading.check_true(not _wrong, f"{len(_wrong)} of {_n} cases disagree with the model, e.g. " + "; ".join(_wrong[:3]))
-print(f"choose_path agrees with the model on {_n} sizes")
+_rng2 = np.random.default_rng(7)
+_wrong = []
+for _t in [None, 1, 77, 8192, 450000, 5 << 20] + [int(x) for x in _rng2.integers(2, 1 << 24, 20)]:
+    for _ok, _small in ((True, "gdr"), (False, "gdrcopy")):
+        for _s in [1, 8, 4096, 1 << 20, 64 << 20] + ([_t - 1, _t, _t + 1] if _t else []):
+            if _s < 1:
+                continue
+            _want = _small if _t is None or _s < _t else "pipelined"
+            if choose_path(int(_s), _t, _ok) != _want:
+                _wrong.append(f"choose_path({int(_s)}, {_t}, gdr_ok={_ok})")
+grading.check_true(not _wrong, f"{len(_wrong)} cases pick the slower side, e.g. " + "; ".join(_wrong[:2]))
 ### END HIDDEN TESTS
 
 # %% [markdown] id="04-seed-correction"
+# ## 4. Your policy next to the model and MVAPICH2-GDR
+#
+# The cell below runs your `choose_path` with the model's crossing for each profile and counts the
+# sizes where it picks the model's slower path (modelled, each profile at its default placement).
+# On `a100-hdr`, `hopper-ndr` and `gh200` GDR and pipelined do not cross at the default placement:
+# GDR wins at every size there.
+
+# %% id="04-policy-check"
+if grading.done(choose_path(10, 1000), name="Exercise 2"):
+    grid = np.unique(np.round(np.logspace(0, 26, 105, base=2))).astype(np.int64)
+    rows = []
+    for profile in lab04.HISTORIC_PROFILES:
+        for gdr_ok, (small, big) in ((True, ("gdr", "pipelined")), (False, ("gdrcopy", "pipelined"))):
+            t = model.crossover(profile, small, big)
+            lat = {p: model.latency_us(profile, p, grid.astype(float)) for p in (small, big)}
+            fastest = np.where(lat[small] <= lat[big], small, big)
+            mine = np.array([choose_path(int(s), t, gdr_ok) for s in grid])
+            rows.append({"profile": profile_with_level(profile), "gdr_ok": gdr_ok,
+                         "crossing (B)": "none" if t is None else t,
+                         f"slower picks (of {len(grid)} sizes)": int((mine != fastest).sum())})
+    print("modelled, each profile at its default placement; your choose_path with the model's crossing:")
+    display(pd.DataFrame(rows))
+
+# %% [markdown] id="04-seed-correction-box"
 # > **A correction.** The seed article says MVAPICH2-GDR sends *small* messages by host staging
 # > and *large* ones by RDMA, because a doorbell costs more than the copy it saves. **It is the
 # > other way round**, as your policy shows. The MVAPICH2-GDR user guide: GPUDirect RDMA for
 # > messages up to `MV2_GPUDIRECT_LIMIT` (8 KB by default), staging above it (pipelined in
 # > `MV2_CUDA_BLOCK_SIZE` chunks of 256 KB for large messages; between the two MVAPICH2 switches
 # > from eager to rendezvous, which this kit's single `pipelined` path compresses). A small
-# > message by staging pays a 6-8 µs `cudaMemcpy` launch that GDR skips entirely; a large message
-# > by GDR is limited by how fast the NIC can *read* GPU memory through the chipset, which on Sandy
-# > Bridge was about 800 MB/s. MVAPICH2-GDR also uses the read/write asymmetry: on the receiver,
-# > where the NIC *writes* GPU memory (fast even on old chipsets), it keeps GDR up to
-# > `MV2_USE_GPUDIRECT_RECEIVE_LIMIT` (128 KB); the model's `gdr` path takes the slower of read
-# > and write and cannot show that. The grain of truth: for the tiniest messages, when data must go
-# > through host memory, the `cudaMemcpy` is replaced by a CPU copy through BAR1 (gdrcopy, about
-# > 0.1 µs).
+# > message by staging pays a `cudaMemcpy` launch of several µs (section 2's recording) that GDR
+# > skips entirely; a large message by GDR is limited by how fast the NIC can *read* GPU memory
+# > through the chipset, which on Sandy Bridge was about 800 MB/s. MVAPICH2-GDR also uses the
+# > read/write asymmetry: on the receiver, where the NIC *writes* GPU memory (fast even on old
+# > chipsets), it keeps GDR up to `MV2_USE_GPUDIRECT_RECEIVE_LIMIT` (128 KB); the model's `gdr`
+# > path takes the slower of read and write and cannot show that. The grain of truth: for the
+# > tiniest messages, when data must go through host memory, the `cudaMemcpy` is replaced by a
+# > CPU copy through BAR1 (gdrcopy). Its direction matters: gdrcopy's README measures about
+# > 0.1 µs for a CPU *write* into GPU memory (`gdr_copy_to_mapping`, the receiver's side, and only
+# > the CPU's view: the data may not yet have reached the GPU) but 0.9-1.7 µs for a small *read*
+# > from it (`gdr_copy_from_mapping`, the sender's side). Both are far below a copy launch.
 #
-# > **RDMA is not TCP offload.** Another seed error says GPUDirect RDMA works by "offloading TCP/IP
-# > processing to the NIC". RDMA does not run TCP/IP at all: the InfiniBand (or RoCE) transport,
-# > with its reliable-connection queue pairs, acknowledgements and retransmission, runs in the HCA,
-# > and RoCE v2 wraps it in UDP/IP, not TCP. This lab's staging paths use TCP only because it is
-# > the wire every machine has.
+# > **RDMA is not TCP offload, mostly.** Another seed error says GPUDirect RDMA works by
+# > "offloading TCP/IP processing to the NIC". InfiniBand and RoCE, the transports this kit,
+# > MVAPICH2 and NCCL use, do not run TCP at all: the InfiniBand transport, with its
+# > reliable-connection queue pairs, acknowledgements and retransmission, runs in the HCA, and
+# > RoCE v2 wraps it in UDP/IP (port 4791). One RDMA transport does run over TCP: **iWARP**
+# > (IETF RFC 5040-5044) puts the TCP/IP stack in the adapter, and vendors of iWARP adapters
+# > (Chelsio) support GPUDirect RDMA over it. So the seed's phrase describes iWARP, not the IB/RoCE
+# > path it was written about. This lab's staging paths use TCP only because it is the wire every
+# > machine has.
 
 # %% [markdown] id="04-your-policy-next-mvapich2"
-# ## 4. Your policy next to MVAPICH2-GDR's defaults
-#
-# The table shows the model's ranges for each profile (modelled, each at its default placement;
-# `kepler-snb-2013` MPI level, the others verbs level). MVAPICH2-GDR's defaults
+# The table below shows the model's ranges for each profile (modelled, each at its default
+# placement; `kepler-snb-2013` MPI level, the others verbs level). MVAPICH2-GDR's defaults
 # (`MV2_GPUDIRECT_LIMIT` = 8 KB, `MV2_CUDA_BLOCK_SIZE` = 256 KB) were set for the Sandy Bridge
 # era; on Ivy Bridge NVIDIA measured GDR ahead up to 400-500 KB.
 #
-# On Hopper, under one switch or one host bridge, GDR never loses to staging in the model. Across
-# sockets it does: on `hopper-ndr` cross-socket with 1 MiB chunks, pipelined staging first beats GDR
-# at 4,815,172 B, GDR wins back 5,242,881-5,401,698 B, and pipelined wins from 5,401,699 B on (with
-# the default 256 KiB chunk: first at 5,422,660 B, with three more flips up to 5,844,641 B). At
-# 1 GiB pipelined reaches 31.9 GB/s (1 MiB chunks, bounded by the 32 GB/s inter-socket link) or
-# 26.6 GB/s (256 KiB) against GDR's 24.0; plain `staged` (8.4 GB/s) never beats GDR. That is what
-# NCCL's rule in lab 05 encodes: no GDR across sockets by default. `gdrlab model crossover --json`
-# lists every sign change (`crossings`), not just the first.
+# Under one switch or one host bridge, GDR never loses to staging on the three newer profiles in
+# the model. Across sockets it does. The cell after the table says where on `hopper-ndr`, from
+# the model, and why the crossing comes with a few flips (the model's pipelined curve steps with
+# each extra chunk). That is what NCCL's rule in lab 05 encodes: no GDR across sockets by default.
+# `gdrlab model crossover --json` lists every sign change (`crossings`), not just the first.
+# The explorer then lets you change the platform, the placement (GPU and NIC under one switch,
+# through one host bridge, across sockets) and the chunk size.
 
 # %% id="04-policy-table"
 rows = []
@@ -359,7 +442,13 @@ provenance.attach(policy, provenance.modelled(levels), column=False)
 print(f"modelled (gdrlab.model: {levels}), sizes in bytes on a grid of about 4 points per doubling")
 policy
 
-# %% [markdown] id="04-written-question"
+# %% id="04-crossings-note"
+print(lab04.crossings_note("hopper-ndr", "cross-socket"))
+
+# %% id="04-crossover-explorer"
+lab04.crossover_explorer("kepler-snb-2013")
+
+# %% [markdown] id="04-written-question" nbgrader={"grade": false, "grade_id": "04-written-question", "locked": true, "schema_version": 3, "solution": false}
 # ## Written answer (2 points, graded by hand)
 #
 # In three to five sentences: why does GDR win for small messages, and what can make pipelined
@@ -382,13 +471,13 @@ policy
 # %% [markdown] id="04-you-saw"
 # ## What you saw
 #
-# * Over the tcp wire the three staging paths share one small-message floor (copy launch plus
-#   wire); `shared` saves a host copy and `pipelined` overlaps copy and wire for large messages.
-# * GDR removes the copy launch, so it wins small messages outright: about 5-6 µs against
-#   17-19 µs for staging in the Kepler-era figures. For large messages it is limited by the
-#   NIC's peer reads of GPU memory, so in the model (not measured here) pipelined staging
-#   overtakes it at about 16 KB on Sandy Bridge and hundreds of KB on Ivy Bridge; on Hopper only
-#   across sockets, above about 5 MB.
+# * Over the tcp wire the three staging paths share one small-message floor, and on the H200 most
+#   of it is the two copy launches, not the wire; `shared` saves a host copy and `pipelined`
+#   overlaps copy and wire for large messages.
+# * GDR removes the copy launch, so it wins small messages on every platform. For large messages
+#   it is limited by the NIC's peer reads of GPU memory, so in the model (not measured here)
+#   pipelined staging overtakes it on Sandy Bridge and Ivy Bridge; on A100 + HDR, Hopper and GH200
+#   only across sockets.
 # * The hybrid policy is therefore **GDR for small messages, pipelined staging for large ones**
 #   (and gdrcopy for the tiniest when the data must pass through host memory): the opposite of
 #   what the seed article said. The crossover depends on the platform and on where the GPU
