@@ -35,8 +35,6 @@
 # - **BAR1**: the PCIe window through which other devices reach a GPU's memory (lab 01).
 
 # %% id="00-setup"
-import copy
-
 from IPython.display import display
 
 from gdrlab import grading, hw
@@ -389,6 +387,7 @@ grading.check_equal(set(h200_whatif_missing), set(), name="h200_whatif_missing",
 # - `gdrlab doctor`: the `gdr` row should say `available`; if not, its reason names the missing
 #   piece, in the same words as the checks above.
 #
-# Two-node runs with gdrlab, and what each failure message means: `docs/cluster.md`; all the
-# commands on one page: `docs/cheatsheet.md`. Both are in the gdrlab source repository (its `docs/`
-# folder), not in the installed package or in this working folder.
+# Two-node runs with gdrlab, and what each failure message means:
+# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../../../docs/cheatsheet.md). Both are in the gdrlab source repository (its
+# `docs/` folder); the links work from a source checkout, not from a copy made by `gdrlab lab`.

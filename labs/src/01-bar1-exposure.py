@@ -395,6 +395,7 @@ grading.check_equal(k40_bar1_slot, 1, name="k40_bar1_slot", hint="the second mem
 # - `Physical Resizable BAR`: the current size of each resizable BAR and the sizes it supports;
 #   firmware settings (Above 4G decoding, Resizable BAR) decide which one you get.
 #
-# Two-node runs with gdrlab, and what each failure message means: `docs/cluster.md`; all the
-# commands on one page: `docs/cheatsheet.md`. Both are in the gdrlab source repository (its `docs/`
-# folder), not in the installed package or in this working folder.
+# Two-node runs with gdrlab, and what each failure message means:
+# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../../../docs/cheatsheet.md). Both are in the gdrlab source repository (its
+# `docs/` folder); the links work from a source checkout, not from a copy made by `gdrlab lab`.

@@ -446,6 +446,7 @@ grading.check_close(k20_p2p_bound_gbps, 8.0, rel=0.02, name="k20_p2p_bound_gbps"
 # - `nvbandwidth`: host-to-device close to the link's rate (about 26 GB/s at Gen4 x16, about 55 at
 #   Gen5 x16, in one direction) with pinned memory.
 #
-# Two-node runs with gdrlab, and what each failure message means: `docs/cluster.md`; all the
-# commands on one page: `docs/cheatsheet.md`. Both are in the gdrlab source repository (its `docs/`
-# folder), not in the installed package or in this working folder.
+# Two-node runs with gdrlab, and what each failure message means:
+# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../../../docs/cheatsheet.md). Both are in the gdrlab source repository (its
+# `docs/` folder); the links work from a source checkout, not from a copy made by `gdrlab lab`.
