@@ -26,6 +26,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LABS = ROOT / "labs"
 STUDENT = ROOT / "gdrlab" / "data" / "labs"
+# The docs the labs link to, shipped beside the student labs: `gdrlab lab` puts them in the
+# learner's working folder as docs/, where a lab's link ../docs/NAME finds them.
+LEARNER_DOCS = ("cluster.md", "cheatsheet.md")
+SHIPPED_DOCS = ROOT / "gdrlab" / "data" / "docs"
+
+
+def stale_docs() -> list[str]:
+    """The shipped copies of LEARNER_DOCS that differ from docs/ (or are missing)."""
+    return [name for name in LEARNER_DOCS if not _same(ROOT / "docs" / name, SHIPPED_DOCS / name)]
+
+
+def ship_docs() -> None:
+    SHIPPED_DOCS.mkdir(parents=True, exist_ok=True)
+    for name in LEARNER_DOCS:
+        shutil.copyfile(ROOT / "docs" / name, SHIPPED_DOCS / name)
 
 
 def source_labs() -> list[str]:
@@ -93,10 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             if generate(labs, Path(tmp)) != 0:
                 return 1
-            stale = differences(Path(tmp), STUDENT)
+            stale = differences(Path(tmp), STUDENT) + [f"docs/{n}" for n in stale_docs()]
         if stale:
             print("release: student notebooks out of date (run `make release` and commit "
-                  "gdrlab/data/labs): " + ", ".join(stale), file=sys.stderr)
+                  "gdrlab/data/labs and gdrlab/data/docs): " + ", ".join(stale), file=sys.stderr)
             return 1
         print(f"release: gdrlab/data/labs matches labs/source ({len(labs)} labs)", file=sys.stderr)
         return 0
@@ -106,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(old)  # a lab renamed or removed in the sources
     if generate(labs, args.out) != 0:
         return 1
+    if args.out.resolve() == STUDENT.resolve():
+        ship_docs()
     print(f"release: wrote {len(labs)} student labs into {args.out}", file=sys.stderr)
     return 0
 

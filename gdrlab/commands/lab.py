@@ -26,6 +26,7 @@ DESCRIPTION = ("Copies the student versions of the labs into a working folder (f
 
 PACKAGE = Path(__file__).resolve().parents[1]
 STUDENT_LABS = PACKAGE / "data" / "labs"
+SHIPPED_DOCS = PACKAGE / "data" / "docs"  # what the labs link to as ../docs/NAME
 STUDENT_JUPYTER_CONFIG = PACKAGE / "data" / "jupyter-student"
 DEFAULT_WORKDIR = "~/gdrlab-labs"
 
@@ -113,7 +114,18 @@ def prepare(workdir: Path, reset: Sequence[str] = ()) -> dict[str, list[str]]:
         target = workdir / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(STUDENT_LABS / name, target)  # copyfile: the learner's umask, not the package's mode
+    _copy_docs(workdir)
     return dict(todo, backups=backups)
+
+
+def _copy_docs(workdir: Path) -> None:
+    """The docs the labs link to, in ``workdir/docs``: reference pages of this version of the
+    package, refreshed on every run (a learner's own notes belong elsewhere)."""
+    if not SHIPPED_DOCS.is_dir():
+        return
+    (workdir / "docs").mkdir(parents=True, exist_ok=True)
+    for doc in sorted(SHIPPED_DOCS.glob("*.md")):
+        shutil.copyfile(doc, workdir / "docs" / doc.name)
 
 
 def jupyter_command(root: Path, no_browser: bool = False, port: int | None = None,

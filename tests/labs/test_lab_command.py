@@ -58,6 +58,24 @@ def test_first_run_copies_later_runs_keep_and_add(tmp_path):
     assert removed.read_text() == (lab.STUDENT_LABS / first["added"][-1]).read_text()
 
 
+def test_the_docs_the_labs_link_to_are_in_the_learners_folder(tmp_path):
+    """Every relative link in a student lab that points to ../docs/ finds its page in the
+    working folder `gdrlab lab` prepares (the newcomer's broken links), and the shipped pages
+    are this checkout's docs."""
+    import re
+
+    lab.prepare(tmp_path)
+    links = set()
+    for nb_path in tmp_path.glob("*/*.ipynb"):
+        text = "".join("".join(c["source"]) for c in json.loads(nb_path.read_text())["cells"])
+        for target in re.findall(r"\]\((\.\./[^)#\s]+)", text):
+            links.add(target)
+            assert (nb_path.parent / target).resolve().is_file(), f"{nb_path.name}: {target} is broken"
+    assert "../docs/cluster.md" in links and "../docs/cheatsheet.md" in links
+    for page in ("cluster.md", "cheatsheet.md"):
+        assert (tmp_path / "docs" / page).read_text() == (ROOT / "docs" / page).read_text()
+
+
 def test_reset_keeps_the_learners_copy_beside_a_fresh_one(tmp_path):
     lab.prepare(tmp_path)
     name = lab.shipped_labs()[0]
