@@ -7,6 +7,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.gdrlab-installed
+# `make lab` needs only the [lab] extra (JupyterLab, nbgrader, plotly...); the test kit (Playwright,
+# ruff, mypy...) comes with `make test`. Either stamp is enough for the labs.
+LAB_STAMP := $(VENV)/.gdrlab-lab
+ENGINE_DEPS := $(PY) pyproject.toml constraints.txt CMakeLists.txt native/CMakeLists.txt $(wildcard native/src/*/*) $(wildcard native/bind/*)
 
 .PHONY: lab lab-instructor test test-fast test-asan test-stress fuzz-ci release release-check constraints wheel bench-cpu clean
 
@@ -14,16 +18,24 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(STAMP): $(PY) pyproject.toml constraints.txt CMakeLists.txt native/CMakeLists.txt $(wildcard native/src/*/*) $(wildcard native/bind/*)
+$(STAMP): $(ENGINE_DEPS)
 	bash scripts/install-gdrlab.sh --python $(PY) --extra test --editable
-	touch $(STAMP)
+	touch $(STAMP) $(LAB_STAMP)
+
+$(LAB_STAMP): $(ENGINE_DEPS)
+	@if [ -f $(STAMP) ] && [ -z "$$(find $(ENGINE_DEPS) -newer $(STAMP) 2>/dev/null | head -1)" ]; then \
+	  echo "make: the test kit's install already holds the lab extra"; \
+	else bash scripts/install-gdrlab.sh --python $(PY) --extra lab --editable; fi
+	touch $(LAB_STAMP)
 
 # student copies (no solutions) in ~/gdrlab-labs or $GDRLAB_WORKDIR; your files there are never overwritten
-lab: $(STAMP)
+lab: $(LAB_STAMP)
+	@echo "make: the gdrlab command is $(VENV)/bin/gdrlab (or run '. $(VENV)/bin/activate' first, then gdrlab)"
 	$(VENV)/bin/gdrlab lab
 
 # the sources with solutions, hidden tests and nbgrader's instructor tools (labs/)
-lab-instructor: $(STAMP)
+lab-instructor: $(LAB_STAMP)
+	@echo "make: the gdrlab command is $(VENV)/bin/gdrlab (or run '. $(VENV)/bin/activate' first, then gdrlab)"
 	$(VENV)/bin/gdrlab lab --instructor
 
 test-fast: $(STAMP)

@@ -222,6 +222,9 @@ def run(args: argparse.Namespace) -> int:
     sys.stderr.flush()
     if args.json:
         os.dup2(2, 1)  # stdout held one document: Jupyter's own output goes to stderr
+    # Jupyter starts in the folder it serves: nbgrader reads nbgrader_config.py from the current
+    # folder, so in instructor mode labs/nbgrader_config.py is in force and Formgrader lists the labs.
+    os.chdir(workdir)
     # Jupyter replaces this process, so Ctrl+C and a SIGTERM from a batch system reach it directly
     os.execve(cmd[0], cmd, env)
     return 1  # not reached
