@@ -28,6 +28,8 @@ __all__ = [
     "CODE_ORDER", "own_topology", "own_pairs", "recorded_topology", "machine_names", "pair_table", "gpu_nic_pairs",
     "config_ab_table", "config_ab_figure", "describe",
     "tree_text", "tree_figure", "recorded_matrix", "matrix_frame", "ib_gdr_lines", "allreduce_figures",
+    "AB_PROFILES", "link_data_gbps", "FDR_X4_DATA_GBPS", "pair_code_counts", "pair_code_note", "ab_summary",
+    "ab_note", "prediction_feedback", "sys_within_one_socket_note",
 ]
 
 # NCCL's levels in order; nvidia-smi's NODE is NCCL's PHB (NCCL's CPU node is a whole NUMA node).
@@ -313,3 +315,118 @@ def allreduce_figures() -> pd.DataFrame:
     provenance.attach(table, provenance.recorded(prov.get("hardware", "2x NVIDIA H200"), prov.get("date")),
                       column=False)
     return table
+
+
+# ----------------------------------------------------------------------------- claims computed from data
+AB_PROFILES = ("kepler-ivb-2014", "aws-p5-efa", "l40s-pcie")
+
+
+def link_data_gbps(lanes: int, gbaud_per_lane: float, payload_bits: int, line_bits: int) -> float:
+    """A serial link's data rate in GB/s (10^9 bytes/s) after line encoding: lanes x signalling
+    rate (Gbaud) x payload/line bits / 8. FDR InfiniBand x4: 4 x 14.0625 x 64/66 / 8 = 6.82 GB/s."""
+    return lanes * gbaud_per_lane * payload_bits / line_bits / 8
+
+
+# InfiniBand FDR: 14.0625 Gbaud per lane, 64b/66b encoding, 4 lanes (the "56 Gb/s" port)
+FDR_X4_DATA_GBPS = link_data_gbps(4, 14.0625, 64, 66)
+
+
+def pair_code_counts(topo: Topology, pcie_only: bool = True) -> dict[str, int]:
+    """How many unordered GPU pairs of ``topo`` have each code (PCIe codes by default)."""
+    m = topo.pcie_matrix() if pcie_only else topo.matrix()
+    gpus = list(topo.gpus)
+    counts: dict[str, int] = {}
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1:]:
+            counts[m[a][b]] = counts.get(m[a][b], 0) + 1
+    return {c: counts[c] for c in sorted(counts, key=lambda c: CODE_ORDER.index(c) if c in CODE_ORDER else 99)}
+
+
+def pair_code_note(topo: Topology) -> str:
+    """Which PCIe codes the GPU pairs of ``topo`` have, with one example pair of each."""
+    m = topo.pcie_matrix()
+    gpus = list(topo.gpus)
+    counts = pair_code_counts(topo)
+    examples = {}
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1:]:
+            examples.setdefault(m[a][b], f"{a}-{b}")
+    parts = [f"{n} {c} (e.g. {examples[c]})" for c, n in counts.items()]
+    return (f"Over PCIe, the {sum(counts.values())} GPU pairs of {topo.source} are: " + ", ".join(parts)
+            + ". Only pairs within one PLX tree are PIX or PXB.")
+
+
+def ab_summary(profiles: Iterable[str] = AB_PROFILES, size: int = 1 << 20) -> pd.DataFrame:
+    """Per profile (modelled): GDR and pipelined bandwidth at ``size`` in configuration A (same
+    switch) and B (cross socket), the faster path in B, and where pipelined first beats GDR
+    across sockets (None: never)."""
+    import pandas as pd
+
+    from .. import model
+
+    rows = []
+    for prof in profiles:
+        t = config_ab_table(prof, sizes=[size])
+        bw = {(r.config, r.path): float(r.bw_gbps) for r in t.itertuples()}
+        rows.append({"profile": profile_with_level(prof),
+                     "A gdr (GB/s)": round(bw[("A", "gdr")], 2), "A pipelined (GB/s)": round(bw[("A", "pipelined")], 2),
+                     "B gdr (GB/s)": round(bw[("B", "gdr")], 2), "B pipelined (GB/s)": round(bw[("B", "pipelined")], 2),
+                     "faster in B": max(("gdr", "pipelined"), key=lambda p: bw[("B", p)]),
+                     "B crossing (B)": model.crossover(prof, "gdr", "pipelined", placement="cross-socket")})
+    df = pd.DataFrame(rows)
+    provenance.attach(df, provenance.modelled(", ".join(profile_with_level(p) for p in profiles)), column=False)
+    return df
+
+
+def ab_note(table: pd.DataFrame) -> str:
+    """The configuration A/B plot in words: the top GDR rate in A and B, and pipelined in B."""
+    from .. import model
+
+    prof = table.attrs.get("provenance", {}).get("profile", "kepler-ivb-2014")
+    top = table.groupby(["config", "path"])["bw_gbps"].max()
+    xs = {pl: model.crossover(prof, "gdr", "pipelined", placement=pl) for pl in ("same-switch", "cross-socket")}
+
+    def where(v: int | None) -> str:
+        return "never" if v is None else f"at {v:,} B"
+    return (f"Modelled ({profile_with_level(prof)}): GDR tops out at {top[('A', 'gdr')]:.1f} GB/s in A, under the FDR "
+            f"x4 data rate of {FDR_X4_DATA_GBPS:.2f} GB/s, and at {top[('B', 'gdr')]:.2f} GB/s in B, where pipelined "
+            f"staging reaches {top[('B', 'pipelined')]:.1f} GB/s. Pipelined first beats GDR {where(xs['same-switch'])} "
+            f"under one switch and {where(xs['cross-socket'])} across sockets.")
+
+
+def prediction_feedback(predicted_winner_b: Any, predicted_gdr_a_gbps: Any, table: pd.DataFrame) -> str:
+    """Ungraded feedback on the configuration A/B prediction, once the plot is there: the winner
+    in B against the model's, and GDR in A against what the link can carry (no more than the
+    FDR x4 data rate, no less than half the model's figure)."""
+    top = table.groupby(["config", "path"])["bw_gbps"].max()
+    win = "gdr" if top[("B", "gdr")] > top[("B", "pipelined")] else "pipelined"
+    out = []
+    if predicted_winner_b is not None:
+        out.append("winner in B: " + ("as in the model" if predicted_winner_b == win else "not the model's"))
+    if predicted_gdr_a_gbps is not None:
+        a = float(predicted_gdr_a_gbps)
+        if a > FDR_X4_DATA_GBPS * 1.001:
+            out.append("GDR in A: more than an FDR x4 port can carry after encoding")
+        elif a < top[("A", "gdr")] / 2:
+            out.append("GDR in A: under half the model's figure")
+        else:
+            out.append("GDR in A: within what the link carries and near the model")
+    return "; ".join(out) or "no prediction committed"
+
+
+def sys_within_one_socket_note(matrix: TopoMatrix, gpu: str = "GPU0", nic: str = "NIC2", other_gpu: str = "GPU2",
+                               cores_per_socket: int = 64) -> str:
+    """N7 on the DGX A100 matrix: ``gpu`` and ``nic`` are SYS apart although ``gpu`` and the GPU
+    next to ``nic`` (``other_gpu``) sit on NUMA nodes of one socket (CPU affinity below
+    ``cores_per_socket``: a DGX A100 has two 64-core AMD EPYC 7742 in NPS4 mode)."""
+    aff = {g: matrix.cpu_affinity[g] for g in (gpu, other_gpu)}
+    numa = {g: matrix.numa_affinity[g] for g in (gpu, other_gpu)}
+    first = {g: int(str(aff[g]).split(",")[0].split("-")[0]) for g in aff}
+    last = {g: int(str(aff[g]).split(",")[0].split("-")[-1]) for g in aff}
+    same_socket = all(last[g] < cores_per_socket for g in aff)
+    return (f"{gpu}-{nic} is {matrix.code(gpu, nic)}; {nic} is {matrix.code(other_gpu, nic)} from {other_gpu}. "
+            f"{gpu} is on NUMA node {numa[gpu]} (CPUs {aff[gpu]}), {other_gpu} on NUMA node {numa[other_gpu]} "
+            f"(CPUs {aff[other_gpu]}): with {cores_per_socket} cores per socket both are socket "
+            f"{first[gpu] // cores_per_socket if same_socket else '?'}"
+            + (", so this SYS crosses between NUMA nodes of one socket, not the inter-socket link."
+               if same_socket else ".") )

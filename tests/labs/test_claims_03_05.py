@@ -108,7 +108,135 @@ def test_n6_and_n15_lab04_corrections():
 
 def test_no_graded_crossing_is_printed_in_labs_04_and_05():
     """Issue 24 item 2: the crossings Exercise 1 grades appear in no text of labs 04 and 05."""
-    for stem in ("04",):
+    for stem in ("04", "05"):
         text = _src(stem)
         for figure in ("16,359", "16359", "450,884", "450884", "451,720", "451720", "4,138", "about 16 KB"):
             assert figure not in text, (stem, figure)
+
+
+# ----------------------------------------------------------------------------- lab 05
+def test_n3_dgx2_gpu_pairs_are_not_all_pix_or_pxb():
+    """N3: the recorded DGX-2H's PCIe matrix has NODE and SYS GPU pairs; the lab prints the counts
+    from the matrix and no longer says every pair is PIX or PXB."""
+    from gdrlab.labsupport import lab05
+
+    dgx2 = lab05.recorded_topology("DGX2")
+    counts = lab05.pair_code_counts(dgx2)
+    assert counts.get("NODE", 0) > 0 and counts.get("SYS", 0) > 0
+    assert sum(counts.values()) == len(dgx2.gpus) * (len(dgx2.gpus) - 1) // 2
+    note = lab05.pair_code_note(dgx2)
+    for code, n in counts.items():
+        assert f"{n} {code}" in note
+    text = _src("05")
+    assert "every GPU pair is `PIX` or `PXB`" not in text and "lab05.pair_code_note(dgx2)" in text
+
+
+def test_n7_sys_within_one_socket_on_the_dgx_a100():
+    """N7: on the graded DGX A100, GPU0-NIC2 is SYS although GPU0 and NIC2's GPU2 sit on NUMA
+    nodes of one socket (CPU affinities below 64 on a 2 x 64-core EPYC); the code table says so."""
+    from gdrlab.labsupport import lab05
+
+    dgx, _ = lab05.recorded_matrix("dgx-a100")
+    assert dgx.code("GPU0", "NIC2") == "SYS" and dgx.code("GPU2", "NIC2") == "PXB"
+    assert dgx.numa_affinity["GPU0"] != dgx.numa_affinity["GPU2"]
+    for gpu in ("GPU0", "GPU2"):
+        first_range = dgx.cpu_affinity[gpu].split(",")[0]
+        assert int(first_range.split("-")[-1]) < 64
+    assert "NUMA nodes of one socket" in lab05.sys_within_one_socket_note(dgx)
+    text = _src("05")
+    assert "| the inter-socket link (QPI/UPI) |" not in text and "NPS2/NPS4" in text
+
+
+def test_n4_n5_nccl_version_statements():
+    """N4: the per-pair GDR line is INFO through 2.28 (needs NCCL_DEBUG_SUBSYS with NET), a new
+    form in 2.29, TRACE from 2.30; N5: GDR reads default on for Ampere and newer since 2.19."""
+    text = _src("05")
+    assert "From NCCL 2.27 these per-pair lines are printed only by" not in text
+    assert "NCCL_DEBUG_SUBSYS" in text and "through 2.28" in text and "from 2.30" in text
+    assert "NCCL turns it on by default only on NVLink-based platforms" not in text
+    assert "since NCCL 2.19" in text and "Ampere" in text
+
+
+def test_n16_fdr_data_rate_and_the_prediction_window():
+    """N16 and issue 24 item 3: FDR x4 carries 6.82 GB/s after 64b/66b encoding; the feedback on
+    lab 05's A/B prediction accepts the honest FDR estimate (6.8) and rejects the seed's 9.5; the
+    plotted profile is the K40m + Connect-IB, not a K20."""
+    from gdrlab.labsupport import lab05
+
+    assert lab05.FDR_X4_DATA_GBPS == pytest.approx(56.25 * 64 / 66 / 8)
+    table = lab05.config_ab_table("kepler-ivb-2014", sizes=[1 << k for k in range(3, 27)])
+    assert "within what the link carries" in lab05.prediction_feedback("pipelined", 6.8, table)
+    assert "more than an FDR x4 port can carry" in lab05.prediction_feedback("pipelined", 9.5, table)
+    top_a = float(table[(table["config"] == "A") & (table["path"] == "gdr")]["bw_gbps"].max())
+    assert top_a < lab05.FDR_X4_DATA_GBPS
+    assert f"{top_a:.1f} GB/s in A" in lab05.ab_note(table)
+    text = _src("05")
+    assert "K20 GPUs, ConnectX-3 FDR" not in text and "8 GB/s raw" not in text and "K40m" in text
+
+
+def test_lab05_seed_figures_come_after_the_prediction():
+    """P-05 (issue 25 item 4): the seed's 9-10 GB/s and "about 1 GB/s" appear only after the
+    prediction cell; the prediction carries no autograded points."""
+    text = _src("05")
+    cut = text.index('id="ex5-predict-ab"')
+    assert "9-10 GB/s" not in text[:cut] and "about 1 GB/s" not in text[:cut] and "1 GB/s or less" not in text[:cut]
+    assert "ex4-predict-ab-tests" not in text
+
+
+def test_lab05_compares_the_2026_profiles():
+    """Issue 27 item 4: aws-p5-efa and l40s-pcie beside kepler-ivb-2014; EFA crosses across
+    sockets, the L40S server does not."""
+    from gdrlab.labsupport import lab05
+
+    df = lab05.ab_summary()
+    rows = {r["profile"].split(" ")[0]: r for r in df.to_dict("records")}
+    assert set(rows) == {"kepler-ivb-2014", "aws-p5-efa", "l40s-pcie"}
+    assert rows["aws-p5-efa"]["B crossing (B)"] == model.crossover("aws-p5-efa", "gdr", "pipelined", placement="cross-socket")
+    assert rows["l40s-pcie"]["faster in B"] == "gdr"
+    assert "lab05.ab_summary()" in _src("05")
+
+
+def test_n13_n19_lab05_sources():
+    """N13: no citation of a file the repository does not ship; N19: the DGX-2H export's trimmed
+    CPU list is said next to the numactl output."""
+    text = _src("05")
+    assert "CURRICULUM" not in text and "gearshifft PR #82" in text
+    xml = (ROOT / "gdrlab" / "data" / "hwloc" / "nvidiaDGX2.xml").read_text(encoding="utf-8")
+    assert 'type="Machine" os_index="0" cpuset="0x03000003"' in xml
+    assert "`0x03000003`" in text and "24-core Xeon Platinum 8174" in text
+
+
+# ----------------------------------------------------------------------------- lab 03
+def test_n11_break_even_range_from_the_recording():
+    """N11: (1300 + 677) / (copy - 0.5) with the recorded 64 KiB copies gives 240-277 sends; the
+    lab's summary no longer states the old 250-280 (and, being graded, states no count)."""
+    import math
+
+    counts = sorted(math.ceil((1300.0 + 677.0) / (_p50(name, 65536) - 0.5))
+                    for name in ("h200-copy-d2h-pinned", "h200-copy-h2d-pinned"))
+    assert counts == [240, 277]
+    text = _src("03")
+    assert "250-280" not in text and "240-277" not in text
+
+
+def test_n12_large_buffer_break_even_rests_on_an_assumed_slope():
+    """N12: "about ten sends" came from the illustrative per-page slope; the text says so."""
+    text = _src("03")
+    assert "about ten sends" not in text
+    assert "assumed" in text[text.index('id="03-amortization-tests-note"'):text.index('id="03-registration-explorer"')]
+
+
+def test_lab03_exercise_0_comes_first_and_is_not_autograded():
+    """Issue 25 item 4 and issue 24 item 3: Exercise 0 precedes Exercise 1; no autograded
+    prediction; its reason keeps its question in a locked cell."""
+    text = _src("03")
+    assert text.index('id="ex0-predict"') < text.index('id="ex1-who-registers"')
+    assert 'id="ex0-predict-tests"' not in text
+    assert 'id="explain-prediction-registration-question"' in text
+    assert "within a **factor of 5** of the published figure below" not in text
+
+
+def test_lab03_presents_dmabuf_as_the_way_forward():
+    """Issue 25 anchor finding: CUDA 13.0 deprecates the NV-P2P API nvidia-peermem relies on."""
+    text = _src("03")
+    assert "dma-buf is the way forward" in text and "legacy" in text and "CUDA 13.0" in text
