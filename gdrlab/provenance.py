@@ -15,6 +15,8 @@ import datetime as _dt
 import platform
 from typing import Any
 
+from ._version import __version__
+
 __all__ = ["KINDS", "SOURCE_COLUMN", "live", "recorded", "modelled", "imported", "derived", "label", "attach",
            "of", "sources"]
 
@@ -24,7 +26,6 @@ SOURCE_COLUMN = "source"
 
 
 def _version() -> str:
-    from ._version import __version__
     return __version__
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import provenance as _provenance
+from .errors import Unavailable
 
 __all__ = [
     "RecordedDataMissing", "RecordedDataInvalid", "data_dir", "available", "load", "load_document",
@@ -136,7 +137,6 @@ def live_or_recorded(measure_fn: Callable[[], Any] | None, recorded_name: str | 
     says why in ``why``. When neither works,
     ``source`` is ``"none"`` and ``data`` is None; the caller shows ``why`` instead of a plot.
     """
-    from .errors import Unavailable
 
     reason = why_not_live
     if measure_fn is not None and live:

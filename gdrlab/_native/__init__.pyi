@@ -16,6 +16,10 @@ MODE_NAMES: tuple = ('lat', 'bw', 'verify')
 
 ERROR_CLASS_NAMES: tuple = ...
 
+MEMORY_KIND_NAMES: tuple = ('pageable', 'pinned', 'device')
+
+KNOBS: tuple = ...
+
 WIRE_PATHS: dict = ...
 
 DEFAULT_CHUNK_BYTES: int = 262144

@@ -5,6 +5,7 @@ import argparse
 import sys
 from typing import Any
 
+from ..knobs import in_effect
 from ._common import Subparsers, add_command, emit_json, table
 
 HELP = "report GPUs, RDMA devices, peer memory, libraries and which paths can run"
@@ -84,6 +85,10 @@ def render(report: dict[str, Any]) -> str:
             lines.append(f"  {c['status'].upper():<8}{c['title']}: {c['evidence']}")
             if c["fix"]:
                 lines.append(f"  {'':<8}fix: {c['fix']}")
+    if "knobs" in report:
+        lines += ["", "Environment (docs/cluster.md; the values in effect, defaults in parentheses)"]
+        lines += [f"  {k['name']:<34} {k['value']}" + (f"  (from {k['set_by']})" if k["set_by"] not in ("", k["name"])
+                                                        else "") for k in report["knobs"]]
     lines += ["", "Paths"]
     for k, v in report["paths"].items():
         lines.append(f"  {k:<11} {'yes' if v['available'] else 'no ':<4} {v['reason']}")
@@ -98,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
 
     report = discover(args.sysfs)
     report["pyverbs"] = pyverbs_status()
+    report["knobs"] = in_effect()
     if args.bundle and not args.cluster:
         from ..errors import InvalidArgument
         raise InvalidArgument("--bundle needs --cluster")

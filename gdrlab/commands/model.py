@@ -7,6 +7,7 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from ..vocab import DEFAULT_CHUNK_BYTES, PLACEMENTS, WIRES
 from ._common import Subparsers, add_command, emit_json, table
 
 if TYPE_CHECKING:
@@ -36,13 +37,13 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p.add_argument("--profile", default="hopper-ndr", help="profile name (see --list); default hopper-ndr")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a parameter, e.g. --set p2p_read_gbps=0.8 (repeatable)")
-    p.add_argument("--placement", default=None, choices=("same-switch", "same-host-bridge", "cross-socket"),
+    p.add_argument("--placement", default=None, choices=PLACEMENTS,
                    help="GPU-NIC placement (default: the profile's topology)")
     p.add_argument("--path", action="append", default=None,
                    help="path(s) to predict (repeatable or comma-separated; default: all the profile can run)")
     p.add_argument("--sizes", default="8:64M", help="e.g. 8,4K,1M or 8:64M (powers of two); default 8:64M")
-    p.add_argument("--wire", default=None, choices=("verbs", "tcp"), help="default: verbs with a NIC, else tcp")
-    p.add_argument("--chunk", default=None, help="pipelined chunk size (default: the profile's, 256K)")
+    p.add_argument("--wire", default=None, choices=WIRES, help="default: verbs with a NIC, else tcp")
+    p.add_argument("--chunk", default=None, help=f"pipelined chunk size (default: the profile's, {DEFAULT_CHUNK_BYTES >> 10}K)")
     p.add_argument("--depth", type=int, default=None, help="pipelined buffers per side (default: the profile's)")
     p.add_argument("--borrow-nic", default=None, metavar="PROFILE",
                    help="what-if: add the NIC of another profile (e.g. h200-lab --borrow-nic hopper-ndr)")

@@ -1,7 +1,14 @@
-"""Which transfer paths of DESIGN's vocabulary can run here, why not, and what would fix it."""
+"""Which transfer paths of DESIGN's vocabulary can run here, why not, and what would fix it.
+
+Driven by the path table (:data:`gdrlab.vocab.PATH_TABLE`): each path lists what it ``needs``
+(``gpu``, ``two-gpus``, ``rdma``, ``gdrcopy``) and this module checks each need once; a path the
+engine runs over no wire (``wires == ()``) is covered by the model only.
+"""
 from __future__ import annotations
 
-from ..vocab import PATHS
+from typing import Callable
+
+from ..vocab import PATH_TABLE, PATHS, PathInfo
 
 __all__ = ["PATHS", "path_availability"]
 
@@ -48,6 +55,66 @@ def _gdr_entry(gpus: list[dict], no_gpu_reason: str, libs: dict, rdma: list[dict
     return _entry(True, f"GPU memory can be registered with {names} via {via}")
 
 
+def _gpu_need(report: dict, gpus: list[dict]) -> tuple[bool, str, str]:
+    if gpus:
+        cuda = report.get("cuda") or {}
+        v = int(cuda.get("driver_version") or 0)
+        ver = f"CUDA {v // 1000}.{(v % 1000) // 10}" if v else "CUDA"
+        return True, f"{len(gpus)} GPU(s) usable through the {ver} driver; the engine runs it over tcp", ""
+    why = (report.get("cuda") or {}).get("reason") or "no CUDA GPU found"
+    return False, f"no usable CUDA GPU: {why}", ("run on a machine with an NVIDIA GPU and its driver (libcuda.so.1); "
+                                                 "elsewhere use the recorded data and gdrlab.model")
+
+
+def _two_gpus_need(report: dict, gpus: list[dict]) -> tuple[bool, str, str]:
+    if len(gpus) >= 2:
+        return True, f"{len(gpus)} GPUs", ""
+    return False, f"needs 2 or more GPUs, found {len(gpus)}", "a machine with two NVIDIA GPUs; elsewhere use recorded data"
+
+
+def _rdma_need(report: dict, gpus: list[dict]) -> tuple[bool, str, str]:
+    e = _gdr_entry(gpus, _gpu_need(report, gpus)[1], report.get("libraries") or {}, report.get("rdma_devices") or [],
+                   report.get("peer_memory") or {})
+    return e["available"], e["reason"], e["fix"]
+
+
+def _gdrcopy_need(report: dict, gpus: list[dict]) -> tuple[bool, str, str]:
+    gdrapi = (report.get("libraries") or {}).get("libgdrapi.so.2") or {}
+    dev = report.get("gdrdrv_present")
+    if not gdrapi.get("found"):
+        tail = "" if dev else "; /dev/gdrdrv is missing too (gdrdrv module not loaded)"
+        return False, f"libgdrapi.so.2 not found ({gdrapi.get('reason') or 'not probed'}){tail}", (
+            "install gdrcopy (libgdrapi.so.2) and load its gdrdrv kernel module; meanwhile gdrlab.model predicts this path")
+    note = "" if dev else " (and /dev/gdrdrv is missing: gdrdrv not loaded)"
+    return True, note, ""
+
+
+#: One check per need a path of the table can list: (met, reason, fix).
+NEEDS: dict[str, Callable[[dict, list[dict]], tuple[bool, str, str]]] = {
+    "gpu": _gpu_need, "two-gpus": _two_gpus_need, "rdma": _rdma_need, "gdrcopy": _gdrcopy_need}
+
+
+def _path_entry(info: PathInfo, report: dict, gpus: list[dict]) -> dict:
+    """The availability of one path: its needs in the table's order; the first unmet one says why
+    (the ``rdma`` check names every missing part itself)."""
+    if not info.needs:
+        return _entry(True, f"{info.summary}: needs nothing")
+    reason = ""
+    for need in ("rdma",) if "rdma" in info.needs else info.needs:
+        ok, why, fix = NEEDS[need](report, gpus)
+        if not ok:
+            return _entry(False, why, fix)
+        reason = why
+    if not info.wires:
+        return _entry(False, "not implemented by this gdrlab version (the model covers it)" + reason,
+                      f"use gdrlab.model for {info.name} predictions")
+    if "rdma" in info.needs:  # the rdma check's reason names the HCAs and how GPU memory registers
+        return _entry(True, reason)
+    if "two-gpus" in info.needs:
+        return _entry(True, f"{reason}: {info.summary}")
+    return _entry(True, f"{info.summary}: {reason}")
+
+
 def path_availability(report: dict) -> dict[str, dict]:
     """``{path: {"available": bool, "reason": str, "fix": str}}`` from a doctor report.
 
@@ -57,47 +124,4 @@ def path_availability(report: dict) -> dict[str, dict]:
     """
     cuda = report.get("cuda") or {}
     gpus = [g for g in report.get("gpus") or [] if g.get("cuda_usable", cuda.get("usable"))]
-    n_gpus = len(gpus)
-    libs = report.get("libraries") or {}
-    rdma = report.get("rdma_devices") or []
-    peer = report.get("peer_memory") or {}
-    out: dict[str, dict] = {}
-
-    out["host"] = _entry(True, "host buffers over a tcp wire: needs nothing")
-    if n_gpus:
-        v = int(cuda.get("driver_version") or 0)
-        ver = f"CUDA {v // 1000}.{(v % 1000) // 10}" if v else "CUDA"
-        gpu_ok = (True, f"{n_gpus} GPU(s) usable through the {ver} driver; the engine runs it over tcp")
-    else:
-        why = cuda.get("reason") or "no CUDA GPU found"
-        gpu_ok = (False, f"no usable CUDA GPU: {why}")
-    gpu_fix = ("run on a machine with an NVIDIA GPU and its driver (libcuda.so.1); "
-               "elsewhere use the recorded data and gdrlab.model")
-    for p, what in (("staged", "D2H into a pinned bounce buffer, CPU memcpy, wire"),
-                    ("shared", "D2H straight into the wire's pinned buffer"),
-                    ("pipelined", "shared, cut into overlapping chunks")):
-        ok, why = gpu_ok
-        out[p] = _entry(ok, f"{what}: {why}" if ok else why, gpu_fix)
-
-    out["gdr"] = _gdr_entry(gpus, gpu_ok[1], libs, rdma, peer)
-
-    gdrapi = libs.get("libgdrapi.so.2") or {}
-    dev = report.get("gdrdrv_present")
-    if not gdrapi.get("found"):
-        tail = "" if dev else "; /dev/gdrdrv is missing too (gdrdrv module not loaded)"
-        out["gdrcopy"] = _entry(False, f"libgdrapi.so.2 not found ({gdrapi.get('reason') or 'not probed'}){tail}",
-                                "install gdrcopy (libgdrapi.so.2) and load its gdrdrv kernel module; "
-                                "meanwhile gdrlab.model predicts this path")
-    else:
-        note = "" if dev else " (and /dev/gdrdrv is missing: gdrdrv not loaded)"
-        out["gdrcopy"] = _entry(False, "not implemented by this gdrlab version (the model covers it)" + note,
-                                "use gdrlab.model for gdrcopy predictions")
-
-    if n_gpus >= 2:
-        out["p2p"] = _entry(True, f"{n_gpus} GPUs: peer DMA between them (peer access checked per pair)")
-        out["p2p-staged"] = _entry(True, f"{n_gpus} GPUs: copies staged through host memory")
-    else:
-        why = f"needs 2 or more GPUs, found {n_gpus}"
-        out["p2p"] = _entry(False, why, "a machine with two NVIDIA GPUs; elsewhere use recorded data")
-        out["p2p-staged"] = _entry(False, why, "a machine with two NVIDIA GPUs; elsewhere use recorded data")
-    return out
+    return {info.name: _path_entry(info, report, gpus) for info in PATH_TABLE}

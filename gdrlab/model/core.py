@@ -13,9 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import provenance
+from .._version import __version__
+
 from ..errors import InvalidArgument, Unavailable
 from ..units import parse_sizes
-from ..vocab import NETWORK_PATHS, PATHS
+from ..vocab import COPY_PATHS, HOST_BUFFER_PATHS, HOST_MEMORY_KINDS, NETWORK_PATHS, P2P_PATHS, PATHS, WIRES, path_info
 from . import routes as R
 from .pipeline import schedule
 from .profile import Profile, get_profile
@@ -27,9 +30,10 @@ __all__ = ["PATHS", "NETWORK_PATHS", "STAGES", "WIRES", "latency_us", "bandwidth
            "explain", "default_paths",
            "predict", "predict_all", "stage_us", "available_paths", "check_path", "as_sizes"]
 
-STAGES = ("copy-h2d-pinned", "copy-d2h-pinned", "copy-h2d-pageable", "copy-d2h-pageable", "memcpy",
-          "wire-verbs", "wire-tcp", "gdrcopy-write", "gdrcopy-read", "p2p", "p2p-staged")
-WIRES = ("verbs", "tcp")
+#: One stage of a route, as stage_us() prices it: copies per direction and host memory kind, the
+#: CPU memcpy, a wire, a gdrcopy access and the GPU-to-GPU copies (names from the vocabulary).
+STAGES = (tuple(f"copy-{d}-{m}" for m in reversed(HOST_MEMORY_KINDS) for d in ("h2d", "d2h")) + ("memcpy",)
+          + tuple(f"wire-{w}" for w in reversed(WIRES)) + ("gdrcopy-write", "gdrcopy-read") + P2P_PATHS)
 
 
 def as_sizes(sizes: Any) -> np.ndarray:
@@ -64,7 +68,7 @@ def stage_us(profile: Profile | str, stage: str, sizes: Any, **overrides: Any) -
             _, direction, memory = stage.split("-")
         except ValueError:
             direction = memory = ""
-        if direction in ("h2d", "d2h") and memory in ("pinned", "pageable"):
+        if direction in ("h2d", "d2h") and memory in HOST_MEMORY_KINDS:
             return R.copy_us(p, direction, s, memory)
     elif stage == "memcpy":
         return R.memcpy_us(p, s)
@@ -152,7 +156,7 @@ def _evaluate(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: floa
     send, recv = _send_fixed(p, wire), _recv_fixed(p, wire)
     wname = _wire_name(links) if path in NETWORK_PATHS else ""
     wrate = links[wname] if wname else 0.0
-    if path in ("host", "staged", "shared", "gdrcopy"):
+    if path in HOST_BUFFER_PATHS:
         wire_t = R.wire_us(p, s, wire, wrate)
         wire_busy = s / (wrate * 1e3)
         if wire == "tcp":  # the kernel copies the data: the thread is busy for the whole send
@@ -161,7 +165,7 @@ def _evaluate(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: floa
     if path == "host":
         lat = sw + wire_t
         busy = {"sender cpu": send + 0 * s, wname: wire_busy, "receiver cpu": recv + 0 * s}
-    elif path in ("staged", "shared"):
+    elif path_info(path).route == "copy":  # staged, shared
         d2h = R.copy_us(p, "d2h", s, rate=links["copy-d2h"])
         h2d = R.copy_us(p, "h2d", s, rate=links["copy-h2d"])
         mc = R.memcpy_us(p, s) if path == "staged" else 0.0 * s
@@ -195,7 +199,7 @@ def _evaluate(prof: Profile, path: str, s: np.ndarray, *, wire: str, chunk: floa
         raise InvalidArgument(f"unknown path {path!r}")
     names = list(busy)
     mat = np.stack([np.broadcast_to(np.asarray(busy[k], dtype=float), s.shape) for k in names])
-    if path in ("p2p", "p2p-staged"):
+    if path in P2P_PATHS:
         total = lat  # synchronous copies, as gdrlab.engine.p2p_bench times them
     else:
         total = mat.max(axis=0)
@@ -263,7 +267,7 @@ def check_path(prof: Profile, path: str, wire: str | None = None) -> str:
                           f"gdrlab.model.borrow_nic({prof.name!r}, 'hopper-ndr') (CLI: --borrow-nic hopper-ndr)")
     if path == "gdr" and wire != "verbs":
         raise InvalidArgument("path 'gdr' runs over the verbs wire only")
-    if path in ("p2p", "p2p-staged") and prof.n_gpus < 2:
+    if path in P2P_PATHS and prof.n_gpus < 2:
         raise Unavailable(f"path {path!r} needs two GPUs and profile {prof.name!r} has {prof.n_gpus}")
     if path == "p2p" and not prof.topology.get("peer_access", True):
         raise Unavailable(f"path 'p2p' is not possible on profile {prof.name!r}: "
@@ -302,7 +306,6 @@ def bandwidth_gbps(profile: Profile | str, path: str, sizes: Any, **kw: Any) -> 
 
 
 def _provenance(prof: Profile, wire: str, overrides: dict, chunk: float, depth: float) -> dict:
-    from .. import __version__, provenance
     return provenance.modelled(prof.name, prof.level, placement=prof.placement, wire=wire,
                                overrides=dict(prof.overrides), follows=prof.follows, chunk=int(chunk),
                                depth=int(depth), gdrlab=__version__)
@@ -321,7 +324,6 @@ def predict(profile_or_name: Profile | str, path: str, sizes: Any = "8:64M", *, 
     lat, bw, neck = evaluate_full(prof, path, s, wire=w, chunk=c, depth=d)
     df = pd.DataFrame({"path": path, "size": s.astype(np.int64), "lat_us": lat, "bw_gbps": bw,
                        "bottleneck": neck, "level": prof.level})
-    from .. import provenance
     return provenance.attach(df, _provenance(prof, w, overrides, c, d), column=False)
 
 
@@ -344,5 +346,4 @@ def predict_all(profile_or_name: Profile | str, sizes: Any = "8:64M", paths: Ite
                                     "bottleneck": neck, "level": prof.level}))
     df = pd.concat(frames, ignore_index=True)
     overrides = {k: v for k, v in kw.items() if k != "wire"}
-    from .. import provenance
     return provenance.attach(df, _provenance(prof, wire or prof.wire, overrides, c, d), column=False)

@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgument
+from ..vocab import WIRES
 from .core import NETWORK_PATHS, PATHS, STAGES, _resolve, check_path, evaluate, stage_us
 from .routes import ce_rate_gbps
+from .params import PLACEMENT_SUFFIX
 from .profile import Profile, get_profile
 
 __all__ = ["calibrate", "row_target", "predict_row", "fit_report"]
@@ -244,7 +246,7 @@ def _fit_p2p_staged(rows: list[dict], p: dict, fitted: dict, label: str) -> None
 def _fit_wire(rows: list[dict], p: dict, fitted: dict, label: str) -> None:
     """The tcp (or verbs) wire from ``host`` bench rows: latency rows give the fixed one-way time,
     bandwidth rows the per-message cost and rate; both share the rate."""
-    for wire in ("tcp", "verbs"):
+    for wire in WIRES:
         sel = [r for r in rows if r["_fit"] and r["_target"] in (("path", f"host/{wire}"),)
                + ((("path", "host/"),) if wire == "tcp" else ())]
         if not sel:
@@ -303,7 +305,6 @@ def _rate_bound(sel: list[dict], cpu_us: float) -> tuple[list[float], list[float
 def _fit_gdr(rows: list[dict], p: dict, fitted: dict, label: str, placement: str) -> None:
     """GDR over verbs: the extra small-message time, and the rate at the profile's placement (the
     NIC reading the sender's GPU is taken as the limit when it is below the wire)."""
-    from .params import PLACEMENT_SUFFIX
 
     sel = [r for r in rows if r["_fit"] and r["_target"] == ("path", "gdr/verbs")]
     if not sel:

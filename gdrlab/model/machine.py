@@ -21,7 +21,10 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument
+from ..vocab import COPY_PATHS, WIRES
 from .profile import Profile, get_profile
+from .core import NETWORK_PATHS, _resolve, as_sizes, check_path, evaluate_full
+from .fit import _val, row_target
 from .relations import LINK_LAYERS, pcie_gbps, rederive
 
 if TYPE_CHECKING:
@@ -177,7 +180,7 @@ def _causes(prof: Profile, row: dict, bottleneck: str) -> list[str]:
         causes.append("CPU busy or the process not bound to the NIC's NUMA node (numactl)")
     if str(row.get("wire", "")) == "tcp":
         causes.append("TCP stack: a slow or shared interface, or loopback")
-    if path in ("staged", "shared", "pipelined") and str(row.get("src_mem", "")) == "pageable":
+    if path in COPY_PATHS and str(row.get("src_mem", "")) == "pageable":
         causes.append("pageable host memory (3-8x slower copies than pinned)")
     if path == "gdr":
         causes.append("ACS or the IOMMU sending peer traffic through the root complex")
@@ -192,8 +195,6 @@ def explain_rows(df: pd.DataFrame | list[dict], profile: Profile | str | None = 
     against a local peer over loopback) and ``likely_causes`` (for ``low``)."""
     import pandas as pd
 
-    from .core import NETWORK_PATHS, _resolve, as_sizes, check_path, evaluate_full
-    from .fit import _val, row_target
 
     prof = get_profile(profile if profile is not None else profile_from_machine())
     rows = df.to_dict(orient="records") if hasattr(df, "to_dict") else [dict(r) for r in df]
@@ -221,7 +222,7 @@ def explain_rows(df: pd.DataFrame | list[dict], profile: Profile | str | None = 
     if peer.startswith("local") and "wire" in res.columns:
         # A local peer talks over loopback: no NIC, no wire of the kind the model describes. The
         # model's figures stay as a reference; a verdict against them would only say "low".
-        over_wire = res["wire"].isin(["tcp", "verbs"]) & (res["verdict"] != "not modelled")
+        over_wire = res["wire"].isin(list(WIRES)) & (res["verdict"] != "not modelled")
         res.loc[over_wire, "verdict"] = "not comparable"
         res.loc[over_wire, "likely_causes"] = ("local peer over loopback: the model is of a NIC between two "
                                                "hosts; measure against `gdrlab serve` on another host (--peer)")

@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ..errors import InvalidArgument
+from ..vocab import PLACEMENTS
 
 __all__ = ["PARAMS", "Param", "KIND_OF_UNIT", "PLACEMENTS", "LEVELS", "PLACEMENT_SUFFIX", "ALIASES", "param_names",
            "check_value", "resolve_alias", "param_range"]
 
 #: Where a GPU sits relative to the NIC it talks to (nvidia-smi's PIX/PXB, PHB/NODE, SYS).
-PLACEMENTS = ("same-switch", "same-host-bridge", "cross-socket")
 #: What a profile's latencies include: raw transport calls (verbs) or an MPI library on top.
 LEVELS = ("verbs", "MPI")
 PLACEMENT_SUFFIX = {"same-switch": "switch", "same-host-bridge": "bridge", "cross-socket": "xsocket"}

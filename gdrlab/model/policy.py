@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgument
+from ..vocab import GPU_PATHS
+from . import routes as R
 from .core import NETWORK_PATHS, _resolve, as_sizes, check_path, default_paths, evaluate
 from .profile import Profile
 
@@ -74,7 +76,6 @@ def _slope(profile: Profile | str, paths: Iterable[str], placement: str | None, 
     """An upper bound (us per byte) on how fast any of ``paths``' latencies grows between jumps:
     a message crosses each link on its route at most twice (staged memcpys), a copy's ramp grows
     at most ``ce_ramp_*_us / ce_ramp_bytes`` per byte, a pageable fill at the memcpy rate."""
-    from . import routes as R
 
     prof = _resolve(profile, placement, chunk, depth, wire, overrides)[0]
     p = prof.params
@@ -164,8 +165,8 @@ def hybrid_policy(profile: Profile | str, paths: Iterable[str] | None = None, *,
         avail = default_paths(profile if not overrides and placement is None else
                               _resolve(profile, placement, chunk, depth, wire, overrides)[0], wire)
         # Simplest-first on ties: with one chunk, pipelined equals shared; a library would still
-        # say "pipelined above the GDR limit".
-        order = ("gdrcopy", "gdr", "pipelined", "shared", "staged")
+        # say "pipelined above the GDR limit". The GPU paths' table order reversed: gdrcopy first.
+        order = tuple(reversed(GPU_PATHS))
         paths = [p for p in order if p in avail]
     paths = list(paths)
     if not paths:

@@ -11,6 +11,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from ..vocab import COPY_PATHS, GPU_PATHS
 from .params import PLACEMENT_SUFFIX
 
 __all__ = ["route", "rate_of", "ce_rate_gbps", "copy_us", "copy_parts", "memcpy_us", "wire_us",
@@ -38,7 +39,7 @@ def route(p: dict, path: str, placement: str, wire: str, has_nvlink: bool = True
         links["wire"] = p["nic_wire_gbps"] * p["wire_eff"]
     else:
         links["tcp"] = p["tcp_gbps"]
-    if path in ("staged", "shared", "pipelined"):
+    if path in COPY_PATHS:
         links["copy-d2h"] = ce_rate_gbps(p, "d2h")
         links["copy-h2d"] = ce_rate_gbps(p, "h2d")
         if path == "staged":
@@ -56,7 +57,7 @@ def route(p: dict, path: str, placement: str, wire: str, has_nvlink: bool = True
     elif path == "p2p-staged":
         links = {"driver-staging": p["p2p_staged_gbps"], "copy-d2h": ce_rate_gbps(p, "d2h"),
                  "copy-h2d": ce_rate_gbps(p, "h2d")}
-    if xs and path in ("staged", "shared", "pipelined", "gdr", "gdrcopy"):
+    if xs and path in GPU_PATHS:
         links["socket-link"] = p["xsocket_gbps"]
     return links
 

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .. import provenance
+from .._engine import cuda_status, gpus, machine
 from ..errors import GdrlabError, InvalidArgument, PeerTimeout, Unavailable
 from ..units import parse_sizes
 from .log import _generation, _gpu_path, explain, parse_log
@@ -67,9 +69,6 @@ def run_allreduce(sizes: str | int | Iterable[str | int] = DEFAULT_SIZES, disabl
     busbw_gbps and verified. Raises :class:`Unavailable` with fewer than two GPUs or without
     PyTorch/CuPy, :class:`PeerTimeout` when the ranks do not finish within ``timeout_s``.
     """
-    from .. import provenance
-    from ..engine import cuda_status, gpus, machine
-
     size_list = parse_sizes(sizes)
     disable = tuple(d.strip() for d in disable if d.strip())
     env = nccl_env(disable)

@@ -6,45 +6,14 @@ arrays pass in and out without copies, on the GPU they live on.
 """
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from .._engine import cuda_status, gpus, machine, native
 from ..errors import InvalidArgument, Unavailable
 
 __all__ = ["native", "cuda_status", "gpus", "machine", "Buffer", "export_dmabuf"]
-
-
-def native() -> ModuleType:
-    """The compiled engine module. Importing it loads no CUDA or verbs library."""
-    try:
-        from .. import _native
-    except ImportError as exc:  # pragma: no cover - only when the build is broken
-        raise Unavailable(f"the gdrlab engine is not built ({exc}); reinstall with `pip install .`") from exc
-    return _native
-
-
-def cuda_status() -> dict[str, Any]:
-    """``{"usable": bool, "reason": str, "driver_version": int}`` without raising."""
-    ok, why, ver = native().cuda_probe()
-    return {"usable": bool(ok), "reason": why, "driver_version": int(ver)}
-
-
-def gpus() -> list[dict[str, Any]]:
-    """The GPUs the CUDA driver sees, with GPUDirect-related attributes; [] when CUDA is unusable."""
-    if not cuda_status()["usable"]:
-        return []
-    return list(native().gpu_infos())
-
-
-def machine() -> dict[str, Any]:
-    """What a live result's provenance says about this machine: the first GPU's name and the CUDA
-    driver version when a GPU is usable, else nothing."""
-    infos = gpus()
-    if not infos:
-        return {}
-    return {"gpu": infos[0]["name"], "driver_version": cuda_status()["driver_version"]}
 
 
 def _c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...], typestr: str) -> bool:

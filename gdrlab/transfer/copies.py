@@ -9,12 +9,13 @@ import numpy as np
 from .. import provenance
 from ..errors import InvalidArgument, Unavailable
 from ..units import parse_sizes
+from ..vocab import HOST_MEMORY_KINDS
 from .buffers import cuda_status, machine, native
 from .stats import ProgressFn, Summary, summarize
 
 __all__ = ["sweep_copies", "copy_bench", "DIRECTIONS", "HOST_MEMORY"]
 DIRECTIONS = ("h2d", "d2h", "d2d")
-HOST_MEMORY = ("pinned", "pageable")
+HOST_MEMORY = HOST_MEMORY_KINDS
 
 #: ``sample(size, iters, warmup)`` -> (samples_s, bytes_per_sample)
 SampleFn = Callable[[int, int, int], "tuple[Any, float]"]

@@ -6,6 +6,7 @@ an argument a wire cannot honour is refused with one line naming it, never dropp
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -13,7 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import provenance
-from ..errors import InvalidArgument, Unavailable
+from ..errors import InvalidArgument, PeerClosed, Unavailable
 from ..units import parse_sizes
 from ..vocab import (
     BENCH_MODES,
@@ -24,6 +25,8 @@ from ..vocab import (
     WIRES,
     path_info,
     paths_over,
+    wants_bandwidth,
+    wants_latency,
 )
 from .buffers import cuda_status, gpus, machine, native
 from .p2p import bench_path
@@ -32,7 +35,7 @@ from .stats import ProgressFn, auto_counts, result_columns, summarize
 from .tcp_wire import Connection
 from .verbs_wire import VerbsConnection, provenance_of_info, require_verbs
 
-__all__ = ["bench", "BenchOptions", "Sweep", "options", "run"]
+__all__ = ["bench", "BenchOptions", "Sweep", "Wire", "options", "run"]
 
 
 def _require_gpu_for(path: str) -> None:
@@ -42,17 +45,27 @@ def _require_gpu_for(path: str) -> None:
             raise Unavailable(f"path {path!r} needs a GPU: {st['reason']}")
 
 
+#: One size measured: (row, kept samples, the wire's info for :attr:`Wire.describe`).
+SizeResult = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+
+
 @dataclass(frozen=True)
-class _Wire:
-    connection: type[Connection]
+class Wire:
+    """One entry of the wire table: the operations the driver needs of a wire, and nothing else.
+
+    ``require(path)`` refuses a path that cannot run here (one line saying why); ``open(opts,
+    peer, token, local_peer)`` connects (starting a local peer when ``peer`` is None) and returns
+    the open link and how to name the peer; ``run(link, opts, size)`` measures one size as
+    ``opts.mode`` asks; ``close(link)`` ends the link and any peer it started; ``describe(link,
+    info)`` is what the wire adds to the rows' provenance. The engine's wires (tcp, verbs) are
+    entries; a library wire (UCX, CUDA-aware MPI) plugs in as one more entry with its own link.
+    """
+
     require: Callable[[str], None]
-    provenance: Callable[[dict[str, Any]], dict[str, Any]]
-
-
-_WIRES: dict[str, _Wire] = {
-    "tcp": _Wire(Connection, _require_gpu_for, lambda info: {}),
-    "verbs": _Wire(VerbsConnection, require_verbs, provenance_of_info),
-}
+    open: Callable[["BenchOptions", "str | None", "str | None", str], "tuple[Any, str]"]
+    run: Callable[[Any, "BenchOptions", int], SizeResult]
+    close: Callable[[Any], None]
+    describe: Callable[[Any, dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -186,10 +199,9 @@ def _bench_p2p(opts: BenchOptions, progress: ProgressFn | None) -> Any:
     return df
 
 
-def _connect(stack: contextlib.ExitStack, opts: BenchOptions, peer: str | None, token: str | None,
-             local_peer: str) -> tuple[Connection, str]:
+def _connect(stack: contextlib.ExitStack, cls: type[Connection], opts: BenchOptions, peer: str | None,
+             token: str | None, local_peer: str) -> tuple[Connection, str]:
     """The session the sweep runs in, and how to name the peer in the provenance."""
-    cls = _WIRES[opts.wire].connection
     if peer is None:
         local, kind = start_local_peer(local_peer, path_info(opts.path).gpu, opts.device, opts.timeout_s)
         stack.enter_context(local)
@@ -197,6 +209,45 @@ def _connect(stack: contextlib.ExitStack, opts: BenchOptions, peer: str | None, 
     host, port = parse_peer(peer)
     tok = token if token is not None else os.environ.get("GDRLAB_TOKEN", "")
     return stack.enter_context(cls(host, port, tok, opts.timeout_s)), peer
+
+
+@dataclass
+class _EngineLink:
+    """An engine wire's open link: the connection and what to close with it (the local peer)."""
+
+    conn: Connection
+    stack: contextlib.ExitStack
+
+
+def _engine_wire(cls: type[Connection], require: Callable[[str], None],
+                 provenance_of: Callable[[dict[str, Any]], dict[str, Any]]) -> Wire:
+    """The table entry of a wire the engine carries (a session with `gdrlab serve` or a local peer)."""
+
+    def open_(opts: BenchOptions, peer: str | None, token: str | None, local_peer: str) -> tuple[_EngineLink, str]:
+        stack = contextlib.ExitStack()
+        try:
+            conn, name = _connect(stack, cls, opts, peer, token, local_peer)
+            # Warm the connection and both processes (page faults, caches, CPU clocks) before the
+            # first measured size, so that size is not the odd one out.
+            conn.measure(opts.path, min(max(opts.sizes), 1 << 20), mode="lat", iters=50, warmup=20, chunk=opts.chunk,
+                         depth=opts.depth, device=opts.device)
+        except BaseException:
+            stack.close()
+            raise
+        return _EngineLink(conn, stack), name
+
+    def describe(link: _EngineLink | None, info: dict[str, Any]) -> dict[str, Any]:
+        return {"peer_description": link.conn.server_description if link is not None else "", **provenance_of(info)}
+
+    return Wire(require, open_, lambda link, opts, size: _measure_size(link.conn, opts, size),
+                lambda link: link.stack.close(), describe)
+
+
+#: The wire table: every wire the driver runs over, by name (the GPU-to-GPU copies cross none).
+_WIRES: dict[str, Wire] = {
+    "tcp": _engine_wire(Connection, _require_gpu_for, lambda info: {}),
+    "verbs": _engine_wire(VerbsConnection, require_verbs, provenance_of_info),
+}
 
 
 class Sweep:
@@ -219,48 +270,34 @@ class Sweep:
             raise InvalidArgument(f"path {self.opts.path!r} crosses no wire: use bench() for GPU-to-GPU copies")
         _WIRES[self.opts.wire].require(self.opts.path)
         self._peer, self._token, self._local_peer = peer, token, local_peer
-        self._stack: contextlib.ExitStack | None = None
-        self._conn: Connection | None = None
+        self._wire = _WIRES[self.opts.wire]
+        self._link: Any = None
         self.peer_name = ""
         self.info: dict[str, Any] = {}
 
-    def _open(self, first_size: int) -> Connection:
-        if self._conn is None:
-            stack = contextlib.ExitStack()
-            try:
-                self._conn, self.peer_name = _connect(stack, self.opts, self._peer, self._token, self._local_peer)
-                # Warm the connection and both processes (page faults, caches, CPU clocks) before
-                # the first measured size, so that size is not the odd one out.
-                o = self.opts
-                self._conn.measure(o.path, min(first_size, 1 << 20), mode="lat", iters=50, warmup=20, chunk=o.chunk,
-                                   depth=o.depth, device=o.device)
-            except BaseException:
-                stack.close()
-                self._conn = None
-                raise
-            self._stack = stack
-        return self._conn
+    def _open(self, first_size: int) -> Any:
+        if self._link is None:
+            opts = dataclasses.replace(self.opts, sizes=(first_size,))
+            self._link, self.peer_name = self._wire.open(opts, self._peer, self._token, self._local_peer)
+        return self._link
 
     def row(self, size: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """(row, kept samples) of one size."""
-        from ..errors import PeerClosed
-
         size = int(parse_sizes([size])[0])
-        conn = self._open(size)
+        link = self._open(size)
         try:
-            row, kept, self.info = _measure_size(conn, self.opts, size)
+            row, kept, self.info = self._wire.run(link, self.opts, size)
         except PeerClosed:
             if self._peer is not None:
                 raise
             self.close()  # the local peer ended (idle timeout): once more with a new one
-            row, kept, self.info = _measure_size(self._open(size), self.opts, size)
+            row, kept, self.info = self._wire.run(self._open(size), self.opts, size)
         return row, kept
 
     def provenance(self) -> dict[str, Any]:
         """Live provenance of the rows measured so far."""
-        what = {"what": f"gdrlab bench --path {self.opts.path} --wire {self.opts.wire}", "peer": self.peer_name,
-                "peer_description": self._conn.server_description if self._conn is not None else ""}
-        what.update(_WIRES[self.opts.wire].provenance(self.info))
+        what = {"what": f"gdrlab bench --path {self.opts.path} --wire {self.opts.wire}", "peer": self.peer_name}
+        what.update(self._wire.describe(self._link, self.info))
         return provenance.live(what, machine())
 
     def measure(self, size: int) -> Any:
@@ -272,9 +309,9 @@ class Sweep:
     __call__ = measure
 
     def close(self) -> None:
-        if self._stack is not None:
-            self._stack.close()
-        self._stack, self._conn = None, None
+        link, self._link = self._link, None
+        if link is not None:
+            self._wire.close(link)
 
     def __enter__(self) -> "Sweep":
         return self
@@ -316,13 +353,13 @@ def _measure_size(conn: Connection, opts: BenchOptions,
     verified = True
     lat = bw = None
     info: dict[str, Any] = {}
-    if opts.mode in ("lat", "both"):
+    if wants_latency(opts.mode):
         wu = opts.warmup if opts.warmup is not None else max(2, min(n_lat // 10, 50))
         s, nbytes, ok, info = conn.measure(opts.path, size, mode="lat", iters=n_lat, warmup=wu, window=1,
                                            chunk=opts.chunk, depth=opts.depth, device=opts.device)
         lat, verified = summarize(s, nbytes), verified and ok
         kept["lat_us"] = np.asarray(s) * 1e6
-    if opts.mode in ("bw", "both"):
+    if wants_bandwidth(opts.mode):
         wu = opts.warmup if opts.warmup is not None else max(1, n_bw // 10)
         s, nbytes, ok, info = conn.measure(opts.path, size, mode="bw", iters=n_bw, warmup=wu,
                                            window=opts.window or auto_window, chunk=opts.chunk, depth=opts.depth,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from ..units import format_size, parse_sizes
+from ..vocab import DEFAULT_CHUNK_BYTES, PLACEMENTS
 
 if TYPE_CHECKING:
     import ipywidgets as w
@@ -44,7 +45,7 @@ def path_dropdown(paths: Iterable[str] | None = None, value: str | None = None) 
     return w.Dropdown(options=paths, value=value or paths[0], description="path", style=_STYLE)
 
 
-def chunk_slider(value: int = 256 * 1024, low: int = 4096, high: int = 16 << 20) -> w.SelectionSlider:
+def chunk_slider(value: int = DEFAULT_CHUNK_BYTES, low: int = 4096, high: int = 16 << 20) -> w.SelectionSlider:
     """Pipelined chunk size in bytes, powers of two from ``low`` to ``high`` (default 256K, the
     MVAPICH2-GDR ``MV2_CUDA_BLOCK_SIZE``)."""
     import ipywidgets as w
@@ -68,10 +69,8 @@ def profile_dropdown(value: str | None = None) -> w.Dropdown:
     return w.Dropdown(options=names, value=value or names[0], description="profile", style=_STYLE)
 
 
-def placement_dropdown(value: str = "same-switch") -> w.Dropdown:
+def placement_dropdown(value: str = PLACEMENTS[0]) -> w.Dropdown:
     """GPU-NIC placement: same-switch, same-host-bridge or cross-socket (nvidia-smi PIX/PXB, PHB/NODE, SYS)."""
     import ipywidgets as w
 
-    from .. import model
-
-    return w.Dropdown(options=list(model.PLACEMENTS), value=value, description="placement", style=_STYLE)
+    return w.Dropdown(options=list(PLACEMENTS), value=value, description="placement", style=_STYLE)

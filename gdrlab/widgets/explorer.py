@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from ..units import parse_sizes
+from ..vocab import GPU_PATHS
 from .plots import axis_title, byte_ticks
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class ModelExplorer:
 
         self._model: ModuleType = model
         self.sizes = np.asarray(parse_sizes(sizes), dtype=float)
-        self.paths = list(paths) if paths is not None else list(getattr(model, "PATHS", ("staged", "shared")))
+        self.paths = list(paths) if paths is not None else list(getattr(model, "PATHS", GPU_PATHS))
         if y not in ("lat_us", "bw_gbps"):
             raise ValueError(f"y must be 'lat_us' or 'bw_gbps', got {y!r}")
         self.y = y

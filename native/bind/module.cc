@@ -12,6 +12,7 @@
 #include "core/buffer.h"
 #include "core/devinfo.h"
 #include "core/error.h"
+#include "core/knobs.h"
 #include "core/vocab.h"
 #include "paths/copybench.h"
 #include "verbs/session.h"
@@ -33,10 +34,12 @@ using namespace gdrlab;
 namespace {
 
 MemKind kind_from(const std::string& s) {
-  if (s == "pageable") return MemKind::Pageable;
-  if (s == "pinned") return MemKind::Pinned;
-  if (s == "device") return MemKind::Device;
-  throw_invalid("unknown memory kind '" + s + "'; valid: pageable, pinned, device");
+  std::string valid;
+  for (int i = 0; i < static_cast<int>(MemKind::Max); ++i) {
+    if (s == mem_kind_name(static_cast<MemKind>(i))) return static_cast<MemKind>(i);
+    valid += std::string(i ? ", " : "") + mem_kind_name(static_cast<MemKind>(i));
+  }
+  throw_invalid("unknown memory kind '" + s + "'; valid: " + valid);
 }
 
 CopyDir dir_from(const std::string& s) {
@@ -76,6 +79,14 @@ void bind_vocabulary(nb::module_& m) {
   m.attr("WIRE_NAMES") = names_of<Wire>(&wire_name);
   m.attr("MODE_NAMES") = names_of<Mode>(&mode_name);
   m.attr("ERROR_CLASS_NAMES") = names_of<ErrorKind>(&error_class_name);
+  m.attr("MEMORY_KIND_NAMES") = names_of<MemKind>(&mem_kind_name);
+  // (name, NCCL's name or "", default in words, meaning) per environment variable the engine reads
+  nb::list knobs;
+  for (int i = 0; i < static_cast<int>(Knob::Max); ++i) {
+    const KnobInfo& k = knob_info(static_cast<Knob>(i));
+    knobs.append(nb::make_tuple(k.name, k.nccl, k.fallback, k.meaning));
+  }
+  m.attr("KNOBS") = nb::tuple(knobs);
   nb::dict wire_paths;
   for (int w = 0; w < static_cast<int>(Wire::Max); ++w) {
     nb::list paths;

@@ -136,7 +136,8 @@ def test_gpu_to_gpu_refuses_what_has_no_meaning(path, kw, names):
 
 
 def test_gpu_to_gpu_honours_iters_warmup_mode_and_samples(monkeypatch):
-    from gdrlab.transfer import buffers, copies, p2p
+    from gdrlab import _engine
+    from gdrlab.transfer import copies, p2p
 
     calls = []
 
@@ -148,8 +149,8 @@ def test_gpu_to_gpu_honours_iters_warmup_mode_and_samples(monkeypatch):
 
     usable = {"usable": True, "reason": "", "driver_version": 13000}
     monkeypatch.setattr(copies, "cuda_status", lambda: usable)
-    monkeypatch.setattr(buffers, "cuda_status", lambda: usable)
-    monkeypatch.setattr(buffers, "native", lambda: type("N", (), {"gpu_infos": staticmethod(
+    monkeypatch.setattr(_engine, "cuda_status", lambda: usable)
+    monkeypatch.setattr(_engine, "native", lambda: type("N", (), {"gpu_infos": staticmethod(
         lambda: [{"name": "stand-in"}, {"name": "stand-in"}])}))
     monkeypatch.setattr(p2p, "native", lambda: FakeEngine)
     seen = []

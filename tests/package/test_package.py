@@ -114,10 +114,13 @@ def test_layers_point_one_way():
             up = sorted(t for t in targets if t.startswith(above) or t == "gdrlab")
             assert up == [], f"{mod} imports from the layers above it: {up}"
         if mod.startswith(("gdrlab.hw", "gdrlab.topology", "gdrlab.model", "gdrlab.nccl")):
-            inside = sorted(t for t in targets if t.startswith("gdrlab.transfer"))
-            assert inside == [], f"{mod} reaches into the transfer layer: {inside}"
+            inside = sorted(t for t in targets if t.startswith(("gdrlab.transfer", "gdrlab.engine")))
+            assert inside == [], f"{mod} reaches into the transfer layer or its facade: {inside}"
     for base in ("gdrlab.vocab", "gdrlab.units", "gdrlab.errors"):
         assert edges[base] == set(), f"{base} must import nothing of the package: {edges[base]}"
+    # the hardware facts (engine gate, CUDA status, GPUs) are a bottom module: errors and the engine only
+    assert edges["gdrlab._engine"] <= {"gdrlab.errors", "gdrlab._native"}, edges["gdrlab._engine"]
+    assert edges["gdrlab.knobs"] <= {"gdrlab._engine", "gdrlab.errors"}, edges["gdrlab.knobs"]
     assert not any(t.startswith("gdrlab.transfer") for t in edges["gdrlab.provenance"])
 
 
@@ -125,20 +128,63 @@ def test_layers_point_one_way():
 PATH_NAMES = {"host", "staged", "shared", "pipelined", "gdr", "gdrcopy", "p2p", "p2p-staged"}
 
 
-def _path_lists(path: Path) -> list[int]:
-    """Lines of sequence literals that spell six or more of the path names."""
+def _name_lists() -> dict[str, set[str]]:
+    """The vocabulary's lists of names (the table in gdrlab/vocab.py)."""
+    from gdrlab import vocab
+    return {"paths": set(vocab.PATHS), "wires": set(vocab.WIRES) | {"none"},
+            "modes": set(vocab.MODES) | set(vocab.BENCH_MODES), "placements": set(vocab.PLACEMENTS),
+            "memory kinds": set(vocab.MEMORY_KINDS)}
+
+
+# Literal subsets kept on purpose, each with its reason: (file, list, names).
+KEPT_SUBSETS = {
+    # lab 04's teaching pairs and lab 02's copy kinds: the exercises name the paths they compare
+    ("gdrlab/labsupport/lab02.py", "memory kinds", frozenset({"pageable", "pinned"})),
+    ("gdrlab/labsupport/lab02.py", "paths", frozenset({"p2p", "p2p-staged"})),
+    ("gdrlab/labsupport/lab02.py", "placements", frozenset({"cross-socket", "same-switch"})),
+    ("gdrlab/labsupport/lab04.py", "paths", frozenset({"pipelined", "shared", "staged"})),
+    ("gdrlab/labsupport/lab04.py", "paths", frozenset({"gdr", "gdrcopy", "pipelined"})),
+    ("gdrlab/labsupport/lab04.py", "paths", frozenset({"gdr", "pipelined"})),
+    ("gdrlab/labsupport/lab04.py", "paths", frozenset({"gdrcopy", "pipelined"})),
+    ("gdrlab/labsupport/lab05.py", "paths", frozenset({"gdr", "pipelined"})),
+    ("gdrlab/labsupport/lab05.py", "placements", frozenset({"cross-socket", "same-switch"})),
+}
+
+
+def _name_literals(path: Path, lists: dict[str, set[str]]) -> list[tuple[int, str, frozenset[str]]]:
+    """(line, list, names) of each tuple, list or set literal that spells two or more names of one
+    of the vocabulary's lists."""
     out = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            names = {e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in PATH_NAMES}
-            if len(names) >= 6:
-                out.append(node.lineno)
+            values = {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+            for which, names in lists.items():
+                if len(hit := frozenset(values & names)) >= 2:
+                    out.append((node.lineno, which, hit))
     return out
 
 
+def test_the_name_finder_sees_a_subset(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("if path in ('staged', 'shared'):\n    pass\nx = ['pinned', 'device']\ny = ('tcp',)\n")
+    found = _name_literals(f, _name_lists())
+    assert sorted((line, which) for line, which, _ in found) == [(1, "paths"), (3, "memory kinds")]
+
+
 def test_the_path_list_is_spelled_in_one_place():
-    spelled = {str(f.relative_to(ROOT)): lines for f in PKG.rglob("*.py") if (lines := _path_lists(f))}
-    assert spelled == {}, f"path lists outside gdrlab/vocab.py's table: {spelled}"
+    """Paths, wires, modes, placements and memory kinds are spelled in gdrlab/vocab.py only: any
+    literal of two or more names of one list elsewhere is a second copy (ask vocab for a category)."""
+    lists = _name_lists()
+    spelled = {}
+    for f in PKG.rglob("*.py"):
+        rel = str(f.relative_to(ROOT))
+        if rel == "gdrlab/vocab.py":
+            continue
+        found = [(line, which, sorted(names)) for line, which, names in _name_literals(f, lists)
+                 if (rel, which, names) not in KEPT_SUBSETS]
+        if found:
+            spelled[rel] = found
+    assert spelled == {}, f"vocabulary names spelled outside gdrlab/vocab.py's table: {spelled}"
     from gdrlab import vocab
     assert set(vocab.PATHS) == PATH_NAMES and len(vocab.PATHS) == len(PATH_NAMES)
     assert vocab.paths_over("tcp") == ("host", "staged", "shared", "pipelined")
@@ -163,6 +209,7 @@ def test_the_engine_and_the_vocabulary_agree():
 
     nat = native()
     pairs = {"PATH_NAMES": vocab.ENGINE_PATHS, "WIRE_NAMES": vocab.WIRES, "MODE_NAMES": vocab.MODES,
+             "MEMORY_KIND_NAMES": vocab.MEMORY_KINDS,
              "DEFAULT_CHUNK_BYTES": vocab.DEFAULT_CHUNK_BYTES,
              "DEFAULT_PIPELINE_DEPTH": vocab.DEFAULT_PIPELINE_DEPTH}
     missing = [k for k in pairs if not hasattr(nat, k)]
@@ -302,7 +349,8 @@ def test_engine_stub_declares_what_the_engine_exports(tmp_path):
 # without ``__all__`` (a CLI command) is checked on its names that do not start with "_".
 ANNOTATED_MODULES = (
     "gdrlab.engine", "gdrlab.errors", "gdrlab.hw", "gdrlab.provenance", "gdrlab.recorded", "gdrlab.units",
-    "gdrlab.verbs", "gdrlab.vocab", "gdrlab.hw.libs", "gdrlab.hw.nvml", "gdrlab.hw.paths", "gdrlab.hw.sysfs",
+    "gdrlab.verbs", "gdrlab.vocab", "gdrlab.hw.libs", "gdrlab.hw.nvml", "gdrlab.hw.availability", "gdrlab.hw.discover",
+    "gdrlab.hw.sysfs", "gdrlab._engine", "gdrlab.knobs",
     "gdrlab.transfer.buffers", "gdrlab.transfer.copies", "gdrlab.transfer.driver", "gdrlab.transfer.mpi",
     "gdrlab.transfer.p2p", "gdrlab.transfer.peers", "gdrlab.transfer.stats", "gdrlab.transfer.tcp_wire",
     "gdrlab.transfer.verbs_wire",

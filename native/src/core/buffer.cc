@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/vocab.h"
 
 namespace gdrlab {
 namespace {
@@ -41,8 +42,9 @@ int pointer_device(uintptr_t address) {
 
 const char* mem_kind_name(MemKind kind) {
   static const char* const kNames[] = {"pageable", "pinned", "device"};
+  static_assert(sizeof kNames / sizeof *kNames == static_cast<size_t>(MemKind::Max), "one name per memory kind");
   const auto k = static_cast<unsigned>(kind);
-  return k < sizeof kNames / sizeof *kNames ? kNames[k] : "?";
+  return in_range<MemKind>(k) ? kNames[k] : "?";
 }
 
 size_t live_pinned_bytes() { return g_pinned.load(); }
@@ -135,6 +137,8 @@ Buffer::Buffer(MemKind kind, size_t size_bytes, int device) {
       g_device += size_bytes;
       break;
     }
+    case MemKind::Max:
+      throw_invalid("unknown memory kind");
   }
 }
 
@@ -200,6 +204,8 @@ Buffer::~Buffer() {
         api->cuMemFree(device_ptr());
       }
       g_device -= size_;
+      break;
+    case MemKind::Max:
       break;
   }
 }

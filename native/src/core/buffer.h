@@ -9,7 +9,8 @@
 
 namespace gdrlab {
 
-enum class MemKind { Pageable = 0, Pinned = 1, Device = 2 };
+// The memory kinds of gdrlab.vocab.MEMORY_KINDS, in this order (exported as _native.MEMORY_KIND_NAMES).
+enum class MemKind { Pageable = 0, Pinned = 1, Device = 2, Max };
 const char* mem_kind_name(MemKind kind);
 
 class Buffer {

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/knobs.h"
 #include "verbs/resources.h"
 
 namespace gdrlab {
@@ -134,8 +135,8 @@ std::string memlock_fix() {
 }  // namespace
 
 std::string dev_root() {
-  const char* e = std::getenv("GDRLAB_DEV_ROOT");
-  return e && *e ? e : "/dev";
+  const char* e = knob_env(Knob::DevRoot).value;
+  return e ? e : "/dev";
 }
 
 std::string devices_dropped_reason(const std::vector<std::string>& sys) {
@@ -178,8 +179,8 @@ std::string devices_dropped_reason(const std::vector<std::string>& sys) {
 
 std::string verbs_library_name() {
   static const std::string name = [] {
-    const char* e = std::getenv("GDRLAB_IBVERBS_LIB");
-    return std::string(e && *e ? e : kDefaultLibrary);
+    const char* e = knob_env(Knob::IbverbsLib).value;
+    return std::string(e ? e : kDefaultLibrary);
   }();
   return name;
 }

@@ -10,7 +10,7 @@
 
 #include "core/cuda_api.h"
 #include "core/error.h"
-#include "verbs/env.h"
+#include "core/knobs.h"
 #include "verbs/resources.h"
 
 namespace gdrlab {
@@ -97,7 +97,7 @@ HcaFilter parse_hca_filter(const std::string& spec, const std::string& source) {
 }
 
 HcaFilter hca_filter_from_env() {
-  const EnvSetting s = first_env({"GDRLAB_IB_HCA", "NCCL_IB_HCA"});
+  const EnvSetting s = knob_env(Knob::IbHca);
   return s.value ? parse_hca_filter(s.value, s.name) : HcaFilter();
 }
 
@@ -176,7 +176,7 @@ std::string nccl_gdr_verdict(const std::string& code) {
   const std::string nccl_path = code == "NODE" ? "PHB" : code;
   // As NCCL's ncclGetLevel reads it: an exact (case-sensitive) path name, else a number when the
   // text starts with a digit (strtol base 0, clipped to 5), else ignored: the default stays.
-  const char* env = std::getenv("NCCL_NET_GDR_LEVEL");
+  const char* env = knob_env(Knob::NetGdrLevel).value;
   std::string level = "PXB", origin = "at its default NCCL_NET_GDR_LEVEL (PXB)";
   if (env && *env) {
     const std::string v(env);

@@ -6,7 +6,7 @@
 #include <exception>
 
 #include "core/error.h"
-#include "verbs/env.h"
+#include "core/knobs.h"
 #include "wire/frame.h"
 
 namespace gdrlab {
@@ -121,7 +121,7 @@ GpuFlush choose_gpu_flush(bool have_host_api, int options, int ordering) {
 }
 
 bool gpu_flush_disabled() {
-  const EnvSetting s = first_env({"GDRLAB_GDR_FLUSH_DISABLE", "NCCL_GDR_FLUSH_DISABLE"});
+  const EnvSetting s = knob_env(Knob::GdrFlushDisable);
   if (!s.value) return false;
   char* end = nullptr;
   const long x = std::strtol(s.value, &end, 10);
@@ -130,8 +130,8 @@ bool gpu_flush_disabled() {
 }
 
 bool gpu_flush_forced() {
-  const char* v = std::getenv("GDRLAB_GDR_FORCE_FLUSH");
-  if (!v || !*v) return false;
+  const char* v = knob_env(Knob::GdrForceFlush).value;
+  if (!v) return false;
   if (std::string(v) != "0" && std::string(v) != "1")
     throw_invalid(std::string("GDRLAB_GDR_FORCE_FLUSH='") + v + "' is not 0 or 1");
   return std::string(v) == "1";

@@ -12,7 +12,7 @@
 #include <random>
 
 #include "core/error.h"
-#include "verbs/env.h"
+#include "core/knobs.h"
 #include "verbs/link_choice.h"
 
 namespace gdrlab {
@@ -202,9 +202,8 @@ GidPolicy parse_gid_policy(const std::string& family, const std::string& range, 
 }
 
 GidPolicy gid_policy_from_env() {
-  const EnvSetting set[3] = {first_env({"GDRLAB_IB_ADDR_FAMILY", "NCCL_IB_ADDR_FAMILY"}),
-                             first_env({"GDRLAB_IB_ADDR_RANGE", "NCCL_IB_ADDR_RANGE"}),
-                             first_env({"GDRLAB_IB_ROCE_VERSION_NUM", "NCCL_IB_ROCE_VERSION_NUM"})};
+  const EnvSetting set[3] = {knob_env(Knob::IbAddrFamily), knob_env(Knob::IbAddrRange),
+                             knob_env(Knob::IbRoceVersionNum)};
   std::string values[3], names[3];
   for (int i = 0; i < 3; ++i) {
     names[i] = set[i].name;
@@ -216,7 +215,7 @@ GidPolicy gid_policy_from_env() {
 namespace {
 // GDRLAB_IB_ROUTABLE_FLID_GID_INDEX, else NCCL_IB_ROUTABLE_FLID_GID_INDEX, else 1 (NCCL's default).
 int routable_flid_gid_index() {
-  const EnvSetting e = first_env({"GDRLAB_IB_ROUTABLE_FLID_GID_INDEX", "NCCL_IB_ROUTABLE_FLID_GID_INDEX"});
+  const EnvSetting e = knob_env(Knob::IbRoutableFlidGidIndex);
   if (!e.value) return 1;
   char* end = nullptr;
   const long v = std::strtol(e.value, &end, 10);

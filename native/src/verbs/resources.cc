@@ -15,6 +15,7 @@
 
 #include "core/cuda_api.h"
 #include "core/error.h"
+#include "core/knobs.h"
 #include "verbs/hca.h"
 
 namespace gdrlab {
@@ -160,7 +161,7 @@ ibv::ibv_context* open_named(const VerbsApi& api, const std::string& want, const
 // GDRLAB_IB_RELAXED_ORDERING=0 turns it off.
 bool relaxed_ordering_wanted() {
   static const bool on = [] {
-    const char* e = std::getenv("GDRLAB_IB_RELAXED_ORDERING");
+    const char* e = knob_env(Knob::IbRelaxedOrdering).value;
     return !(e && std::string(e) == "0");
   }();
   return on;
@@ -211,8 +212,8 @@ std::vector<DeviceInfo> verbs_devices() {
 }
 
 std::string sysfs_root() {
-  const char* e = std::getenv("GDRLAB_SYSFS_ROOT");
-  return e && *e ? e : "/sys";
+  const char* e = knob_env(Knob::SysfsRoot).value;
+  return e ? e : "/sys";
 }
 
 bool peermem_loaded(std::string* version) {
@@ -279,7 +280,7 @@ void fork_protect_once() {
   // skips it.
   static std::once_flag once;
   std::call_once(once, [] {
-    const char* off = std::getenv("GDRLAB_IB_FORK_INIT");
+    const char* off = knob_env(Knob::IbForkInit).value;
     if (off && std::string(off) == "0") return;
     const VerbsApi& api = verbs();
     if (api.fork_init) api.fork_init();  // its failure (e.g. EINVAL after a registration) is not fatal

@@ -9,7 +9,7 @@
 #include "core/budget.h"
 #include "core/cuda_api.h"
 #include "core/error.h"
-#include "verbs/env.h"
+#include "core/knobs.h"
 
 namespace gdrlab {
 namespace {
@@ -56,9 +56,12 @@ LinkConfig link_config(const VerbsSelection& sel, int timeout_ms, uint32_t windo
   return lc;
 }
 
-int env_int(const char* name, int lo, int hi, int dflt, int base = 10) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return dflt;
+// A knob's integer value (our name first, then NCCL's), `dflt` when unset.
+int env_int(Knob knob, int lo, int hi, int dflt, int base = 10) {
+  const EnvSetting s = knob_env(knob);
+  const char* name = s.name;
+  const char* v = s.value;
+  if (!v) return dflt;
   char* end = nullptr;
   long x = std::strtol(v, &end, base);
   if (*end || x < lo || x > hi)
@@ -66,16 +69,12 @@ int env_int(const char* name, int lo, int hi, int dflt, int base = 10) {
   return static_cast<int>(x);
 }
 
-// Our name first, then NCCL's (first_env).
-int env_int2(const char* ours, const char* nccl, int lo, int hi, int dflt, int base = 10) {
-  return env_int(first_env({ours, nccl}).name, lo, hi, dflt, base);
-}
 
 }  // namespace
 
 VerbsSelection verbs_selection_from_env() {
   VerbsSelection s;
-  if (const char* d = std::getenv("GDRLAB_IB_DEV")) {
+  if (const char* d = knob_env(Knob::IbDev).value) {
     std::string v(d);
     size_t colon = v.find(':');
     s.device = v.substr(0, colon);
@@ -88,20 +87,15 @@ VerbsSelection verbs_selection_from_env() {
     }
   }
   // -1 (NCCL's own default) means "choose": the RoCE version and address knobs decide.
-  s.gid_index = env_int2("GDRLAB_IB_GID_INDEX", "NCCL_IB_GID_INDEX", -1, 255, -1);
-  s.traffic_class = env_int2("GDRLAB_IB_TC", "NCCL_IB_TC", 0, 255, 0);
-  s.service_level = env_int2("GDRLAB_IB_SL", "NCCL_IB_SL", 0, 15, 0);
-  auto set = [](const char* a, const char* b) {
-    const char* x = std::getenv(a);
-    const char* y = std::getenv(b);
-    return (x && *x) || (y && *y);
-  };
-  s.traffic_class_set = set("GDRLAB_IB_TC", "NCCL_IB_TC");
-  s.service_level_set = set("GDRLAB_IB_SL", "NCCL_IB_SL");
+  s.gid_index = env_int(Knob::IbGidIndex, -1, 255, -1);
+  s.traffic_class = env_int(Knob::IbTc, 0, 255, 0);
+  s.service_level = env_int(Knob::IbSl, 0, 15, 0);
+  s.traffic_class_set = knob_env(Knob::IbTc).value != nullptr;
+  s.service_level_set = knob_env(Knob::IbSl).value != nullptr;
   // NCCL_IB_PKEY is an index into the port's P_Key table; GDRLAB_IB_PKEY is a P_Key value (0x8001).
-  s.pkey_index = env_int2("GDRLAB_IB_PKEY_INDEX", "NCCL_IB_PKEY", 0, 65535, 0);
-  s.pkey = env_int("GDRLAB_IB_PKEY", 0, 0xFFFF, -1, 0);
-  if (const char* r = std::getenv("GDRLAB_GDR_REG")) {
+  s.pkey_index = env_int(Knob::IbPkeyIndex, 0, 65535, 0);
+  s.pkey = env_int(Knob::IbPkey, 0, 0xFFFF, -1, 0);
+  if (const char* r = knob_env(Knob::GdrReg).value) {
     std::string v(r);
     if (v == "" || v == "auto") s.registration = GpuRegistration::Auto;
     else if (v == "dmabuf") s.registration = GpuRegistration::DmaBuf;
@@ -118,9 +112,9 @@ namespace {
 std::shared_ptr<Context> server_context(const std::string& name, int gpu, bool warn) {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<Context>> cache;
-  const char* f1 = std::getenv("GDRLAB_IB_HCA");
-  const char* f2 = std::getenv("NCCL_IB_HCA");
-  const std::string key = name + "|" + std::to_string(gpu) + "|" + (warn ? "w" : "") + "|" + (f1 ? f1 : "") + "|" + (f2 ? f2 : "");
+  const EnvSetting filter = knob_env(Knob::IbHca);
+  const std::string key = name + "|" + std::to_string(gpu) + "|" + (warn ? "w" : "") + "|" + filter.name + "=" +
+                          (filter.value ? filter.value : "");
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
