@@ -641,11 +641,20 @@ void Server::run_session(Socket* raw, std::string addr) {
 // serve_one's single client: it ends the serving after one attempt anyway, so no delay.
 void Server::authenticate(TcpWire& wire) {
   // A short deadline for the whole HELLO, however the peer trickles it.
-  wire.socket().set_deadline_ms(std::min(timeout_ms_, limits_.handshake_ms));
-  FrameHeader hdr = wire.recv_header();
-  check_preauth_header(hdr);
-  std::vector<uint8_t> body(hdr.length);
-  if (hdr.length) wire.recv_raw(body.data(), hdr.length);
+  const int hello_ms = std::min(timeout_ms_, limits_.handshake_ms);
+  wire.socket().set_deadline_ms(hello_ms);
+  FrameHeader hdr;
+  std::vector<uint8_t> body;
+  try {
+    hdr = wire.recv_header();
+    check_preauth_header(hdr);
+    body.resize(hdr.length);
+    if (hdr.length) wire.recv_raw(body.data(), hdr.length);
+  } catch (const Error& e) {
+    if (e.kind != ErrorKind::PeerTimeout || e.text.rfind(Socket::kDeadlineText, 0) != 0) throw;
+    throw Error(ErrorKind::PeerTimeout, "gdrlab", "handshake", 0,
+                "no complete HELLO within " + std::to_string(hello_ms) + " ms");
+  }
   if (hdr.type != static_cast<uint16_t>(FrameType::Hello)) throw decode_error(body.data(), body.size(), "handshake");
   Hello h = decode_hello(body.data(), body.size());
   if (h.version != kWireVersion || !tokens_equal(h.token, token_)) {
@@ -698,7 +707,8 @@ void Server::session_loop(TcpWire& wire, const std::string& addr, bool counted) 
       it->second(wire, b, refused);
     } catch (const Error& e) {
       wire.socket().clear_deadline();
-      if (e.kind == ErrorKind::PeerTimeout && Clock::now() >= test_end)
+      if (e.kind == ErrorKind::PeerTimeout &&
+          (Clock::now() >= test_end || e.text.rfind(Socket::kDeadlineText, 0) == 0))
         throw Error(ErrorKind::PeerTimeout, "gdrlab", "serve", 0,
                     "the test ran past the server's limit of " + std::to_string(limits_.test_ms / 1000) +
                         " s a test (--max-test-seconds); the session is closed");

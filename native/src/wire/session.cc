@@ -109,6 +109,9 @@ ClientSession::ClientSession(const std::string& host, int port, const std::strin
     try {
       handshake(host, port, token, static_cast<int>(std::clamp<long long>(left, std::min(kMinTryMs, timeout_ms), timeout_ms)));
       wire_->socket().set_timeout(timeout_ms);  // a retry's shorter connect timeout is not the session's
+      // From now on every frame from the server must come whole within the timeout plus its size
+      // at kFloorBytesPerSecond, however the server trickles it (READY, DATA, VERDICT, ...).
+      wire_->set_frame_deadlines(timeout_ms, kFloorBytesPerSecond);
       return;
     } catch (const Error& e) {
       // The server is full (handshake places or --max-clients): wait for a place, inside the
@@ -137,11 +140,21 @@ void ClientSession::handshake(const std::string& host, int port, const std::stri
   Hello h;
   h.token = token;
   wire_->send_control(FrameType::Hello, encode_hello(h));
-  FrameHeader hdr = wire_->recv_header();
-  // Check the type before allocating: a DATA header may claim up to 1 GiB.
-  if (hdr.type == static_cast<uint16_t>(FrameType::Data)) throw_protocol("expected WELCOME, got DATA");
-  std::vector<uint8_t> body(hdr.length);
-  if (hdr.length) wire_->recv_raw(body.data(), hdr.length);
+  FrameHeader hdr;
+  std::vector<uint8_t> body;
+  try {
+    hdr = wire_->recv_header();
+    // Check the type before allocating: a DATA header may claim up to 1 GiB.
+    if (hdr.type == static_cast<uint16_t>(FrameType::Data)) throw_protocol("expected WELCOME, got DATA");
+    body.resize(hdr.length);
+    if (hdr.length) wire_->recv_raw(body.data(), hdr.length);
+  } catch (const Error& e) {
+    if (e.kind != ErrorKind::PeerTimeout || e.text.rfind(Socket::kDeadlineText, 0) != 0) throw;
+    throw Error(ErrorKind::PeerTimeout, "tcp", "handshake", 0,
+                "timed out waiting for WELCOME from the server: its answer to HELLO did not come whole within " +
+                    std::to_string(timeout_ms) + " ms (" + std::to_string(wire_->socket().missing_at_deadline()) +
+                    " bytes still expected); the server is overloaded or sends too slowly");
+  }
   BodyReader r(body.data(), body.size());
   if (hdr.type == static_cast<uint16_t>(FrameType::Reject))
     throw Error(ErrorKind::Auth, "peer", "handshake", 0, r.text(kMaxControlBytes));

@@ -100,6 +100,10 @@ bool build_or_refuse(TcpWire& control, const RefusalLog& refused, Build&& build)
 
 class ClientSession {
  public:
+  // After the handshake, every frame the client reads must arrive whole within its timeout plus
+  // the frame's size at this rate (1 GiB: about 10.7 s more), however the server trickles it.
+  static constexpr uint64_t kFloorBytesPerSecond = 100u * 1000u * 1000u;
+
   // Connects and completes the handshake; REJECT becomes Error(Auth), an ERROR frame the
   // peer's error. A server that is full ("server busy") is tried again, with backoff, until
   // timeout_ms have passed; then the error says how long it waited and what to raise.

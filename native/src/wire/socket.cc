@@ -1,5 +1,6 @@
 #include "wire/socket.h"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -44,7 +46,7 @@ void tune(int fd) {
 
 }  // namespace
 
-Socket::Socket(int fd, int timeout_ms) : fd_(fd), timeout_ms_(timeout_ms) {
+Socket::Socket(int fd, int timeout_ms) : fd_(fd), timeout_ms_(timeout_ms), recv_armed_ms_(timeout_ms) {
   tune(fd_);
   set_timeouts(fd_, timeout_ms_);
 }
@@ -55,18 +57,49 @@ Socket::~Socket() {
 
 void Socket::set_timeout(int timeout_ms) {
   timeout_ms_ = timeout_ms;
+  recv_armed_ms_ = timeout_ms;
   set_timeouts(fd_, timeout_ms);
 }
 
-void Socket::set_deadline_ms(int ms) {
+void Socket::set_deadline_ms(int ms) { set_deadline(Clock::now() + std::chrono::milliseconds(ms)); }
+
+void Socket::set_deadline(Clock::time_point at) {
   has_deadline_ = true;
-  deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  deadline_ = at;
 }
 
 void Socket::clear_deadline() {
-  if (!has_deadline_) return;
   has_deadline_ = false;
-  set_timeouts(fd_, timeout_ms_);
+  if (recv_armed_ms_ != timeout_ms_) set_recv_timeout(timeout_ms_);
+}
+
+void Socket::set_recv_timeout(int ms) {
+  timeval tv{};
+  tv.tv_sec = ms / 1000;
+  tv.tv_usec = (ms % 1000) * 1000;
+  setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  recv_armed_ms_ = ms;
+}
+
+void Socket::throw_deadline(size_t missing) {
+  missing_ = missing;
+  throw Error(ErrorKind::PeerTimeout, "tcp", "recv", 0,
+              std::string(kDeadlineText) + " with " + std::to_string(missing) + " bytes still expected");
+}
+
+Socket::Clock::time_point Socket::coarse_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(ts.tv_sec) +
+                                                                     std::chrono::nanoseconds(ts.tv_nsec)));
+}
+
+void Socket::arm_for_deadline(size_t missing) {
+  const long long left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - coarse_now()).count();
+  if (left <= 0) throw_deadline(missing);
+  const int want = static_cast<int>(std::min<long long>(left, timeout_ms_));
+  // Most receives start with nearly all of the time left: no system call for those.
+  if (want > recv_armed_ms_ || want < recv_armed_ms_ - recv_armed_ms_ / 8 - 1) set_recv_timeout(want);
 }
 
 void Socket::shutdown_both() { ::shutdown(fd_, SHUT_RDWR); }
@@ -174,11 +207,7 @@ void Socket::recv_all(void* p, size_t n) {
       r = ::recv(fd_, c, n, MSG_DONTWAIT);
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     } else {
-      if (has_deadline_) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - std::chrono::steady_clock::now());
-        if (left.count() <= 0) throw_io("recv", ETIMEDOUT, timeout_ms_);
-        set_timeouts(fd_, static_cast<int>(std::min<long long>(left.count(), timeout_ms_)));
-      }
+      if (has_deadline_) arm_for_deadline(n);
       r = ::recv(fd_, c, n, 0);
     }
     if (r == 0)
@@ -186,6 +215,9 @@ void Socket::recv_all(void* p, size_t n) {
                   "peer closed the connection with " + std::to_string(n) + " bytes still expected");
     if (r < 0) {
       if (errno == EINTR) continue;
+      // A receive timeout shortened for the deadline ran out: the deadline, not the peer's pause.
+      if (has_deadline_ && (errno == EAGAIN || errno == EWOULDBLOCK) && recv_armed_ms_ < timeout_ms_)
+        throw_deadline(n);
       throw_io("recv", errno, timeout_ms_);
     }
     c += r;
