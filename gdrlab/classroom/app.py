@@ -13,7 +13,7 @@ Endpoints (every error is JSON ``{"error": "one line"}`` with a 4xx status; noth
 ``POST /api/join``          class join token    ``{"join_token", "name"}`` -> ``{"learner_id", "key"}``
 ``POST /api/submit``        learner key         a submission (:mod:`.schema`) -> what was stored
 ``GET /api/state?since=N``  instructor          learners, machines, progress, rows after N
-``GET /api/reference``      instructor          the recorded H200 sweeps, per path
+``GET /api/recorded``       instructor          the recorded H200 sweeps, per path
 ``GET /export.csv``         instructor          every row (``?anonymise=1``: learner-ID names)
 ``GET /dashboard``          instructor cookie   the page (``POST /login`` with the token sets it)
 ==========================  ==================  ===============================================
@@ -63,7 +63,7 @@ STATIC = Path(__file__).resolve().parent / "static"
 CSP = ("default-src 'none'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
        "img-src 'self' data: blob:; connect-src 'self'; font-src 'self' data:; form-action 'self'; "
        "base-uri 'none'; frame-ancestors 'none'")
-REFERENCE = ("h200-bench-host", "h200-bench-staged", "h200-bench-shared", "h200-bench-pipelined")
+RECORDED_SWEEPS = ("h200-bench-host", "h200-bench-staged", "h200-bench-shared", "h200-bench-pipelined")
 
 
 def key_hash(key: str) -> str:
@@ -209,7 +209,7 @@ class _ClassView:
         self.failed_auth = RateLimiter(per_minute=20, burst=20)  # wrong tokens and keys, per client address
         self.cookie_value = session_cookie(config.instructor_token)
         self.log = config.log or (lambda line: None)
-        self.reference_cache: list[Any] = []
+        self.recorded_cache: list[Any] = []
 
     # ------------------------------------------------------------------ who is asking
     def check_failed_auth(self, request: Request) -> None:
@@ -286,11 +286,11 @@ class _ClassView:
             raise _Refused(400, "since: a submission id (a whole number)")
         return JSONResponse(await run_in_threadpool(self._state, int(since_text)))
 
-    async def reference(self, request: Request) -> Response:
+    async def recorded(self, request: Request) -> Response:
         self.instructor(request)
-        if not self.reference_cache:
-            self.reference_cache.append(await run_in_threadpool(_reference_rows))
-        return JSONResponse(self.reference_cache[0])
+        if not self.recorded_cache:
+            self.recorded_cache.append(await run_in_threadpool(_recorded_rows))
+        return JSONResponse(self.recorded_cache[0])
 
     async def export_csv(self, request: Request) -> Response:
         self.instructor(request)
@@ -369,7 +369,7 @@ def create_app(store: Store, config: ClassConfig) -> Starlette:
         Route("/api/join", _guarded(v.join), methods=["POST"]),
         Route("/api/submit", _guarded(v.submit), methods=["POST"]),
         Route("/api/state", _guarded(v.state)),
-        Route("/api/reference", _guarded(v.reference)),
+        Route("/api/recorded", _guarded(v.recorded)),
         Route("/export.csv", _guarded(v.export_csv)),
         Route("/dashboard", _guarded(v.dashboard)),
         Route("/login", _guarded(v.login), methods=["POST"]),
@@ -385,12 +385,12 @@ def create_app(store: Store, config: ClassConfig) -> Starlette:
     return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
 
 
-def _reference_rows() -> dict[str, Any]:
+def _recorded_rows() -> dict[str, Any]:
     """The recorded H200 sweeps shipped with gdrlab, per path, for the overlay."""
     from .. import provenance as _prov
     from .. import recorded
     out: dict[str, Any] = {}
-    for name in REFERENCE:
+    for name in RECORDED_SWEEPS:
         try:
             df = recorded.load(name)
         except Exception:  # noqa: BLE001 - a copy without recorded data draws no overlay

@@ -63,15 +63,21 @@ def _graded(monkeypatch):
 
 def _exercises(path: Path) -> list[tuple[int, Any, Any]]:
     """(index of the answer cell, the answer cell, its test cell) for each autograded exercise:
-    the test cell is the first graded code cell after the answer."""
+    the test cell is the first graded code cell after the answer, before the next answer."""
     cells = nbformat.read(path, as_version=4).cells
     out = []
     for i, cell in enumerate(cells):
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type != "code" or not meta.get("solution"):
             continue
-        test = next((c for c in cells[i + 1:] if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")
-                     and not c.metadata["nbgrader"].get("solution")), None)
+        test = None
+        for c in cells[i + 1:]:
+            m = c.metadata.get("nbgrader", {})
+            if c.cell_type == "code" and m.get("solution"):
+                break  # the next exercise: this answer has no autograded test (a prediction, say)
+            if c.cell_type == "code" and m.get("grade"):
+                test = c
+                break
         if test is not None:
             out.append((i, cell, test))
     return out

@@ -8,7 +8,7 @@
   let since = 0;
   const rows = new Map();        // row id -> row
   const plots = new Map();       // path -> div
-  let reference = {};
+  let recorded = {};
   let lastMachines = "";
   let lastProgress = "";
   let lastLearners = "";
@@ -78,7 +78,7 @@
     }
     for (const [path, curves] of byPath) {
       const traces = [];
-      const ref = reference[path];
+      const ref = recorded[path];
       if (ref) {
         traces.push({x: ref.size, y: ref[metric], mode: "lines", name: plotText(ref.label),
                      line: {dash: "dash", color: "#999"}, hoverinfo: "x+y+name"});
@@ -139,8 +139,8 @@
 
   async function start() {
     try {
-      const resp = await fetch("api/reference", {credentials: "same-origin"});
-      if (resp.ok) reference = await resp.json();
+      const resp = await fetch("api/recorded", {credentials: "same-origin"});
+      if (resp.ok) recorded = await resp.json();
     } catch (e) { /* no overlay */ }
     document.getElementById("metric").addEventListener("change", redraw);
     poll();
