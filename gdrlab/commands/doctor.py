@@ -89,6 +89,8 @@ def render(report: dict[str, Any]) -> str:
         lines += ["", "Environment (docs/cluster.md; the values in effect, defaults in parentheses)"]
         lines += [f"  {k['name']:<34} {k['value']}" + (f"  (from {k['set_by']})" if k["set_by"] not in ("", k["name"])
                                                         else "") for k in report["knobs"]]
+    from ..hw.storage import doctor_lines
+    lines += doctor_lines(report.get("storage"))
     lines += ["", "Paths"]
     for k, v in report["paths"].items():
         lines.append(f"  {k:<11} {'yes' if v['available'] else 'no ':<4} {v['reason']}")
@@ -100,9 +102,11 @@ def render(report: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     from ..hw import discover
     from ..hw.pyverbs import pyverbs_status
+    from ..hw.storage import probe as storage_probe
 
     report = discover(args.sysfs)
     report["pyverbs"] = pyverbs_status()
+    report["storage"] = storage_probe(args.sysfs)
     report["knobs"] = in_effect()
     if args.bundle and not args.cluster:
         from ..errors import InvalidArgument

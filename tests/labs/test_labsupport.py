@@ -206,13 +206,14 @@ def test_config_b_gdr_is_slower_than_staging_on_sandy_bridge():
 
 
 # ----------------------------------------------------------------------------- notebooks
-LABS = {"03": "03-peer-memory", "04": "04-crossover", "05": "05-topology"}
+LABS = {"03": "03-peer-memory", "04": "04-crossover", "05": "05-topology", "06": "06-siblings"}
 
 
 @pytest.mark.parametrize("lab,words", [
     ("03-peer-memory", ["cudaHostRegister", "host", "nvidia-peermem", "nv_peer_mem", "dma-buf", "EFAULT"]),
     ("04-crossover", ["other way round", "MV2_GPUDIRECT_LIMIT", "gdrcopy", "800 MB/s"]),
     ("05-topology", ["PIX", "PXB", "NCCL_NET_GDR_LEVEL", "numactl"]),
+    ("06-siblings", ["GPUDirect Storage", "RDMA NIC", "nvidia_fs", "compatibility mode", "O_DIRECT"]),
 ])
 def test_notebooks_are_graded_and_teach_the_corrections(lab, words):
     nb = json.loads((ROOT / "labs" / "source" / lab / f"{lab}.ipynb").read_text(encoding="utf-8"))
