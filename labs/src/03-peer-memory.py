@@ -191,11 +191,8 @@ pd.DataFrame(lab03.pyverbs_registrations(1 << 20))
 # figure from one typed after); your reason, and how far you were, is graded by hand after
 # section 5 gives a published figure.
 
-# %% id="ex0-predict" nbgrader={"grade": false, "grade_id": "ex0-predict", "locked": false, "schema_version": 3, "solution": true}
-predicted_gpu_reg_64k_us = None
-### BEGIN SOLUTION
-predicted_gpu_reg_64k_us = 500.0   # system call, pinning, a driver call per GPU page, BAR1 mapping
-### END SOLUTION
+# %% id="ex0-predict"
+predicted_gpu_reg_64k_us = None   # your prediction, in µs
 if grading.done(predicted_gpu_reg_64k_us, name="Exercise 0"):
     print("your prediction:", predicted_gpu_reg_64k_us, "µs for one 64 KiB GPU registration")
 
@@ -238,7 +235,7 @@ grading.check_true(isinstance(peer_module_today, str), "peer_module_today is the
                    answer=peer_module_today, name="peer_module_today")
 ### BEGIN HIDDEN TESTS
 grading.check_equal(registers["cudaHostRegister on a malloc buffer"], "host", name="cudaHostRegister",
-                    hint="cudaHostRegister page-locks host memory; it never touches GPU memory (the seed's error)")
+                    hint="cudaHostRegister page-locks host memory; it never touches GPU memory (the error of the article this lab corrects)")
 grading.check_equal(registers["cudaMallocHost"], "host", name="cudaMallocHost")
 grading.check_equal(registers["ibv_reg_mr on a malloc buffer"], "host", name="ibv_reg_mr on host memory")
 grading.check_equal(registers["ibv_reg_mr on a cudaMalloc pointer, nvidia-peermem loaded"], "gpu",
@@ -298,7 +295,8 @@ grading.check_equal(gpu_pages_pinned(1 << 30, 256 << 20), 4096, name="gpu_pages_
 
 # %% [markdown] id="explain-prediction-registration" nbgrader={"grade": true, "grade_id": "explain-prediction-registration", "locked": false, "points": 2, "schema_version": 3, "solution": true}
 # A system call that pins pages, a driver call per 64 KiB GPU page, a BAR1 mapping and the HCA's
-# translation entries: far more than an 8 µs copy, hundreds of µs. 1.3 ms is within a factor 3.
+# translation entries: far more than an 8 µs copy, so hundreds of µs. The published 1.3 ms is
+# within a factor 3 of that: the per-page driver work and the BAR1 mapping cost more than I allowed.
 
 # %% [markdown] id="03-registration-cost-against-buffer"
 # ## 6. Registration cost against buffer size
@@ -447,7 +445,7 @@ else:
 #   This is the third pillar of the GPUDirect RDMA story, next to BAR1 (lab 01) and P2P DMA
 #   (lab 02).
 # * `cudaHostRegister` pins **host** memory for the copy engine; it never registers GPU memory
-#   (the seed article had that wrong).
+#   (one of the articles this kit started from had that wrong).
 # * Registering GPU memory is slow (about 1.3 ms for 64 KB in gdrcopy's measurement) and uses
 #   BAR1. With unpinning and lab 02's recorded copy, a 64 KiB message needs hundreds of reuses of
 #   the same buffer (your Exercise 3) before registering beats copying through a pre-registered
@@ -468,9 +466,11 @@ else:
 # ib_write_bw -d mlx5_0 --use_cuda=0 --use_cuda_dmabuf -a --report_gbits NODE_A
 # ```
 #
-# What each command shows, and what a refusal means:
+# What to look for, and what a refusal means:
 # [docs/registration-reference.md](../../../docs/registration-reference.md#on-your-cluster-what-the-commands-show).
 #
 # Two-node runs with gdrlab, and what each failure message means:
 # [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
-# [docs/cheatsheet.md](../../../docs/cheatsheet.md) (both in the gdrlab repository).
+# [docs/cheatsheet.md](../../../docs/cheatsheet.md). Both, and the other `docs/` pages this lab links,
+# are in the gdrlab source repository; the links work from a source checkout, not from a copy
+# made by `gdrlab lab`.

@@ -35,6 +35,7 @@
 #   level (verbs or MPI) and its sources.
 
 # %% id="04-cuda-status"
+import numpy as np
 import pandas as pd
 from IPython.display import display
 
@@ -76,11 +77,8 @@ print("quick mode:", QUICK, "| GPU here:", engine.cuda_status()["usable"])
 # prediction typed before the plot from one typed after. Your reason, and how the recording
 # differed, is graded by hand in the cell after the summary.
 
-# %% id="ex0-predict" nbgrader={"grade": false, "grade_id": "ex0-predict", "locked": false, "schema_version": 3, "solution": true}
-predicted_staged_over_pipelined_64mib = None
-### BEGIN SOLUTION
-predicted_staged_over_pipelined_64mib = 2.0   # staged: copy, memcpy, wire, memcpy, copy in a row
-### END SOLUTION
+# %% id="ex0-predict"
+predicted_staged_over_pipelined_64mib = None   # your prediction: how many times longer
 if grading.done(predicted_staged_over_pipelined_64mib, name="Exercise 0"):
     print("your prediction, staged / pipelined at 64 MiB:", predicted_staged_over_pipelined_64mib)
 
@@ -131,8 +129,6 @@ summary
 
 # %% id="04-floor-parts"
 # Each sentence is computed from the recordings (gdrlab/data/recorded) when this cell runs.
-import numpy as np
-
 from gdrlab.recorded import RecordedDataMissing
 
 try:
@@ -177,7 +173,7 @@ curves = {"host, this machine": wire_live, "host, H200": grading.dataset("h200-b
 if data["staged"].data is not None:
     where = "H200" if data["staged"].source == "recorded" else "this machine"
     curves[f"staged, {where}"] = data["staged"].data
-plot_sweep(curves, y="lat_p50_us", title="the wire alone (host) against staging (live + recorded)")
+plot_sweep(curves, y="lat_p50_us", title="the wire alone (host) against staging")
 
 
 # %% [markdown] id="04-chunk-size"
@@ -227,8 +223,6 @@ if gdr_df is not None:
 # array of sizes, at the profile's default placement:
 
 # %% id="04-model-curves"
-import numpy as np
-
 demo_sizes = np.array([8.0, 4096.0, 65536.0, 1 << 20, 16 << 20])
 pd.DataFrame({p: model.latency_us("kepler-ivb-2014", p, demo_sizes) for p in ("gdr", "pipelined")},
              index=demo_sizes.astype(int)).rename_axis("size (B), modelled µs, " + profile_with_level("kepler-ivb-2014"))
@@ -255,10 +249,7 @@ import numpy as np
 def first_change(sizes, lat_a, lat_b):
     ### BEGIN SOLUTION
     sizes, a, b = np.asarray(sizes), np.asarray(lat_a, dtype=float), np.asarray(lat_b, dtype=float)
-    if a[0] <= b[0]:
-        changed = np.nonzero(b < a)[0]
-    else:
-        changed = np.nonzero(a < b)[0]
+    changed = np.nonzero(b < a)[0] if a[0] <= b[0] else np.nonzero(a < b)[0]
     return int(sizes[changed[0]]) if changed.size else None
     ### END SOLUTION
 
@@ -388,7 +379,7 @@ if grading.done(choose_path(10, 1000), name="Exercise 2"):
     display(pd.DataFrame(rows))
 
 # %% [markdown] id="04-seed-correction-box"
-# > **A correction.** The seed article says MVAPICH2-GDR sends *small* messages by host staging
+# > **A correction.** That article (pitfall 4) says MVAPICH2-GDR sends *small* messages by host staging
 # > and *large* ones by RDMA, because a doorbell costs more than the copy it saves. **It is the
 # > other way round**, as your policy shows. The MVAPICH2-GDR user guide: GPUDirect RDMA for
 # > messages up to `MV2_GPUDIRECT_LIMIT` (8 KB by default), staging above it (pipelined in
@@ -406,13 +397,13 @@ if grading.done(choose_path(10, 1000), name="Exercise 2"):
 # > the CPU's view: the data may not yet have reached the GPU) but 0.9-1.7 µs for a small *read*
 # > from it (`gdr_copy_from_mapping`, the sender's side). Both are far below a copy launch.
 #
-# > **RDMA is not TCP offload, mostly.** Another seed error says GPUDirect RDMA works by
+# > **RDMA is not TCP offload, mostly.** Another of the articles this kit started from says GPUDirect RDMA works by
 # > "offloading TCP/IP processing to the NIC". InfiniBand and RoCE, the transports this kit,
 # > MVAPICH2 and NCCL use, do not run TCP at all: the InfiniBand transport, with its
 # > reliable-connection queue pairs, acknowledgements and retransmission, runs in the HCA, and
 # > RoCE v2 wraps it in UDP/IP (port 4791). One RDMA transport does run over TCP: **iWARP**
 # > (IETF RFC 5040-5044) puts the TCP/IP stack in the adapter, and vendors of iWARP adapters
-# > (Chelsio) support GPUDirect RDMA over it. So the seed's phrase describes iWARP, not the IB/RoCE
+# > (Chelsio) support GPUDirect RDMA over it. So that phrase describes iWARP, not the IB/RoCE
 # > path it was written about. This lab's staging paths use TCP only because it is the wire every
 # > machine has.
 
@@ -480,7 +471,7 @@ lab04.crossover_explorer("kepler-snb-2013")
 #   only across sockets.
 # * The hybrid policy is therefore **GDR for small messages, pipelined staging for large ones**
 #   (and gdrcopy for the tiniest when the data must pass through host memory): the opposite of
-#   what the seed article said. The crossover depends on the platform and on where the GPU
+#   what the article said. The crossover depends on the platform and on where the GPU
 #   and NIC sit, which is lab 05's subject.
 
 # %% [markdown] id="04-on-your-cluster"
@@ -506,4 +497,6 @@ lab04.crossover_explorer("kepler-snb-2013")
 #
 # Two-node runs with gdrlab, and what each failure message means:
 # [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
-# [docs/cheatsheet.md](../../../docs/cheatsheet.md) (both in the gdrlab repository).
+# [docs/cheatsheet.md](../../../docs/cheatsheet.md). Both, and the other `docs/` pages this lab links,
+# are in the gdrlab source repository; the links work from a source checkout, not from a copy
+# made by `gdrlab lab`.

@@ -216,7 +216,7 @@ grading.check_equal(pick_nearest_nic({"b": "PHB", "a": "NODE"}), "b", name="PHB 
 # is `PIX` or `PXB` (no CPU in the way); otherwise it stages through host memory. The
 # environment variable `NCCL_NET_GDR_LEVEL` moves the limit (`LOC` to forbid GDR, `PHB` to allow
 # a path through one host bridge, `SYS` to allow everything). NCCL has no `NODE`: its CPU node is
-# a whole NUMA node, so nvidia-smi's `NODE` counts as `PHB` there. (Seed articles recommend
+# a whole NUMA node, so nvidia-smi's `NODE` counts as `PHB` there. (Some of the articles this kit started from recommend
 # `NCCL_NET_GDR_LEVEL=2`: that old numeric form means `PXB`, NCCL's default anyway.) A second
 # knob, `NCCL_NET_GDR_READ`, decides whether the *sending* side also lets the NIC read GPU memory
 # directly. Its default depends on the NCCL version and the GPU: since NCCL 2.19 (`ncclTopoCheckGdr`
@@ -394,13 +394,9 @@ display(figures)
 # tell a prediction typed before the plot from one typed after); the cell after the plot says how
 # they compare, and your reason is graded by hand.
 
-# %% id="ex5-predict-ab" nbgrader={"grade": false, "grade_id": "ex5-predict-ab", "locked": false, "schema_version": 3, "solution": true}
-predicted_winner_b = None
-predicted_gdr_a_gbps = None
-### BEGIN SOLUTION
-predicted_winner_b = "pipelined"   # B's peer reads cross the sockets; staging reads only host memory
-predicted_gdr_a_gbps = 6.5         # just under the FDR port's data rate
-### END SOLUTION
+# %% id="ex5-predict-ab"
+predicted_winner_b = None     # your prediction: "gdr" or "pipelined"
+predicted_gdr_a_gbps = None   # your prediction, in GB/s
 if grading.done(predicted_winner_b, predicted_gdr_a_gbps, name="Exercise 5"):
     print("your prediction:", predicted_winner_b, "wins in B; GDR in A", predicted_gdr_a_gbps, "GB/s")
 
@@ -423,8 +419,8 @@ if grading.done(predicted_winner_b, predicted_gdr_a_gbps, name="Exercise 5"):
 # pipelined staging beats GDR by more than an order of magnitude, which is why a GDR-only policy
 # would have lost.
 #
-# The same comparison on two machines of 2026 (issue-tracker and vendor sources in each
-# profile; their assumed parameters say so in `gdrlab model --profile NAME`): an AWS p5 instance
+# The same comparison on two machines of 2026 (each parameter's source, or "assumed", in
+# `gdrlab model --profile NAME`; EFA's one-way time is assumed): an AWS p5 instance
 # (H100, EFA with its SRD transport) and a PCIe-only L40S server (RoCE v2, GPU and NIC under a
 # PCIe switch), modelled beside the Ivy Bridge profile at 1 MiB:
 
@@ -547,4 +543,6 @@ if own is not None and own.gpus:
 #
 # Two-node runs with gdrlab, and what each failure message means:
 # [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
-# [docs/cheatsheet.md](../../../docs/cheatsheet.md) (both in the gdrlab repository).
+# [docs/cheatsheet.md](../../../docs/cheatsheet.md). Both, and the other `docs/` pages this lab links,
+# are in the gdrlab source repository; the links work from a source checkout, not from a copy
+# made by `gdrlab lab`.

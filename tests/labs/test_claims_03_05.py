@@ -240,3 +240,13 @@ def test_lab03_presents_dmabuf_as_the_way_forward():
     """Issue 25 anchor finding: CUDA 13.0 deprecates the NV-P2P API nvidia-peermem relies on."""
     text = _src("03")
     assert "dma-buf is the way forward" in text and "legacy" in text and "CUDA 13.0" in text
+
+
+def test_lab04_intro_copy_launches_match_the_recording():
+    """N1's smaller point: the intro's copy-launch figures are the recorded 8-byte pinned copies
+    (lab 02's recording), not 6-8 µs."""
+    text = _src("04")
+    intro = text[: text.index('id="04-cuda-status"')]
+    assert "6-8 µs" not in intro
+    assert f"{_p50('h200-copy-h2d-pinned', 8):.1f} µs H2D" in intro
+    assert f"{_p50('h200-copy-d2h-pinned', 8):.1f} µs D2H" in intro
