@@ -264,7 +264,7 @@ crossover_ivb_bytes = first_change(sizes, model.latency_us("kepler-ivb-2014", "g
                                    model.latency_us("kepler-ivb-2014", "pipelined", sizes))
 ### END SOLUTION
 if grading.done(crossover_snb_bytes, crossover_ivb_bytes, name="Exercise 1"):
-    print(f"your crossings, gdr against pipelined: Sandy Bridge {crossover_snb_bytes} B, Ivy Bridge {crossover_ivb_bytes} B")
+    print(f"your crossings, gdr against pipelined: Sandy Bridge: {crossover_snb_bytes} B, Ivy Bridge: {crossover_ivb_bytes} B")
 
 # %% id="ex1-crossover-tests" nbgrader={"grade": true, "grade_id": "ex1-crossover-tests", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 # Self-check on made-up curves (not the graded profiles): a wrong function fails here.
