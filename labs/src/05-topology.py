@@ -86,12 +86,9 @@ if own is not None and own.devices:
 # %% [markdown] id="05-own-pairs-intro"
 # ### Your own devices, classified (live on any Linux machine)
 #
-# The codes describe the path between *any* two PCIe devices, not only GPUs and NICs. Here they
-# are for every pair of this machine's storage, network and display devices (an NVMe drive, an
-# Ethernet card, an integrated GPU), with the same rule `nvidia-smi topo -m` uses. Peer DMA between
-# an NVMe drive and a GPU (what GPUDirect Storage does) cares about the same distances. On a
-# laptop or a VM most devices hang straight off one host bridge: expect `PHB`; a workstation with a
-# PCIe switch or two sockets shows `PIX`, `NODE` or `SYS`.
+# The codes hold for *any* two PCIe devices: here for this machine's storage, network and display
+# devices, with `nvidia-smi topo -m`'s rule. On a laptop or a VM expect `PHB` (one host bridge); a
+# workstation with a PCIe switch or two sockets shows `PIX`, `NODE` or `SYS`.
 
 # %% id="05-own-pairs"
 pairs, message = lab05.own_pairs()
@@ -219,11 +216,9 @@ grading.check_equal(pick_nearest_nic({"b": "PHB", "a": "NODE"}), "b", name="PHB 
 # a whole NUMA node, so nvidia-smi's `NODE` counts as `PHB` there. (Some of the articles this kit started from recommend
 # `NCCL_NET_GDR_LEVEL=2`: that old numeric form means `PXB`, NCCL's default anyway.) A second
 # knob, `NCCL_NET_GDR_READ`, decides whether the *sending* side also lets the NIC read GPU memory
-# directly. Its default depends on the NCCL version and the GPU: since NCCL 2.19 (`ncclTopoCheckGdr`
-# in `src/graph/paths.cc`) GDR reads are on by default for Ampere and newer GPUs (compute capability
-# 8.0 and up) on any platform, and for older GPUs only with NVLink, because on PCIe-only machines
-# of that era NIC reads of GPU memory could be slower than reads of host memory. NCCL's
-# environment-variable page still describes the older NVLink-only rule.
+# directly: since NCCL 2.19 it is on by default for Ampere and newer GPUs on any platform, and for
+# older GPUs only with NVLink (their PCIe peer reads could be slower than host-memory reads). The
+# version history: [docs/topology-reference.md](../../../docs/topology-reference.md).
 #
 # ## Exercise 3 (1 point): would NCCL use GDR?
 #
