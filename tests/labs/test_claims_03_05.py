@@ -250,3 +250,13 @@ def test_lab04_intro_copy_launches_match_the_recording():
     assert "6-8 µs" not in intro
     assert f"{_p50('h200-copy-h2d-pinned', 8):.1f} µs H2D" in intro
     assert f"{_p50('h200-copy-d2h-pinned', 8):.1f} µs D2H" in intro
+
+
+def test_lab03_copy_and_bar1_figures_match_the_recordings():
+    """Issue 25 item 2: lab 03's 64 KiB copy times and the H200's BAR1 are the recorded ones."""
+    text = _src("03")
+    d2h, h2d = _p50("h200-copy-d2h-pinned", 65536), _p50("h200-copy-h2d-pinned", 65536)
+    assert f"recorded {d2h:.1f} µs\n# D2H and {h2d:.1f} µs H2D" in text
+    assert round((d2h + h2d) / 2) == 8 and "at about 8 µs" in text
+    bar1 = grading.dataset("h200-copy-h2d-pinned").attrs["provenance"]["hardware_detail"]["bar1_total_bytes"]
+    assert bar1 == 256 << 30 and "an H200 has 256 GiB" in text
