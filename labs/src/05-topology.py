@@ -438,12 +438,12 @@ display(summary_ab)
 
 # %% [markdown] id="05-crossover-explorer-intro"
 # The same question in lab 04's explorer: pick a profile and switch the placement between
-# `same-switch` (A), `same-host-bridge` and `cross-socket` (B).
+# `same-switch` (A), `same-host-bridge` and `cross-socket` (B); the 2026 machines are in its list.
 
 # %% id="05-crossover-explorer"
 from gdrlab.labsupport import lab04
 
-lab04.crossover_explorer("kepler-ivb-2014")
+lab04.crossover_explorer("kepler-ivb-2014", profiles=lab05.AB_PROFILES + lab04.HISTORIC_PROFILES[2:])
 
 # %% [markdown] id="05-fix-nearest-nic-numactl"
 # ## 6. The fix: nearest NIC and `numactl`

@@ -582,3 +582,13 @@ def test_lab05_allreduce_figures_are_the_two_recordings():
     assert [round(v, 2) for v in t["busbw_gbps_json"]] == [296.99, 26.93, 3.13]
     assert [round(v, 2) for v in t["busbw_gbps_log"]] == [299.14, 27.05, 3.20]
     assert t.attrs["provenance"]["kind"] == "recorded" and "H200" in t.attrs["provenance"]["hardware"]
+
+
+def test_crossover_explorer_takes_the_profiles_a_lab_compares():
+    """Lab 05 lists the 2026 machines in the explorer; the profile asked for is always a choice."""
+    box = lab04.crossover_explorer("kepler-ivb-2014", profiles=lab05.AB_PROFILES)
+    dropdown = box.children[0].children[0]
+    assert list(dropdown.options) == list(lab05.AB_PROFILES)
+    dropdown.value = "l40s-pcie"
+    assert box.children[1].value == ""          # redrawn without an error
+    assert "kepler-snb-2013" in lab04.crossover_explorer("kepler-snb-2013", profiles=("gh200",)).children[0].children[0].options
