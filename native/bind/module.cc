@@ -15,10 +15,10 @@
 #include "core/knobs.h"
 #include "core/vocab.h"
 #include "paths/copybench.h"
+#include "tcp/tcp_session.h"
 #include "verbs/session.h"
 #include "wire/frame.h"
 #include "wire/session.h"
-#include "wire/tcp_session.h"
 
 namespace nb = nanobind;
 using gdrlab_bind::make_spec;
@@ -138,7 +138,7 @@ void bind_memory(nb::module_& m) {
 
 // The tcp wire's client and the server of every wire.
 void bind_sessions(nb::module_& m) {
-  gdrlab_bind::bind_client<Client>(m, "Client", Wire::Tcp, [](RunResult& r) {
+  gdrlab_bind::bind_client<TcpClient>(m, "Client", Wire::Tcp, [](RunResult& r) {
     return nb::make_tuple(samples_array(std::move(r.samples_s)), r.bytes_per_sample, r.verified);
   });
 

@@ -23,9 +23,9 @@
 #include <thread>
 
 #include "core/error.h"
+#include "tcp/tcp_session.h"
 #include "verbs/session.h"
 #include "wire/session.h"
-#include "wire/tcp_session.h"
 
 using namespace gdrlab;
 
@@ -173,7 +173,7 @@ void client_case(const uint8_t* p, size_t n) {
     ::close(fd);
   });
   try {
-    Client c("127.0.0.1", fake->port, kToken, kTimeoutMs);
+    TcpClient c("127.0.0.1", fake->port, kToken, kTimeoutMs);
     TestSpec s;
     s.path = 0;
     s.mode = knob % 3;

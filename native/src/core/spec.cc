@@ -1,8 +1,9 @@
-#include "core/timing.h"
+#include "core/spec.h"
 
 #include <string>
 
 #include "core/error.h"
+#include "core/vocab.h"
 
 namespace gdrlab {
 

@@ -7,14 +7,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/spec.h"
 #include "core/vocab.h"
-#include "wire/frame.h"
 
 namespace gdrlab {
-
-// Wire-independent checks of a spec: mode, size (at most 1 GiB), window, iteration count.
-// `wire` names the wire in the error text ("tcp", "verbs").
-void check_spec_common(const TestSpec& s, const char* wire);
 
 // Measuring side. send/recv move one message; wait_ack blocks until the peer's ACK arrives.
 // Bandwidth: the peer answers every window with an ACK. windows_in_flight = 1 waits for each ACK

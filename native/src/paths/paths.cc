@@ -1,7 +1,6 @@
 #include "paths/paths.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/error.h"
 
@@ -61,128 +60,6 @@ void make_staging(Path path, size_t size, int device, std::unique_ptr<Buffer>* b
   } else if (path == Path::Shared) {
     *host = std::make_unique<Buffer>(MemKind::Pinned, size, device);
   }
-}
-
-MemoryNeed PathEndpoint::serving_memory(const PathConfig& cfg) {
-  const uint64_t n = cfg.size;
-  switch (cfg.path) {
-    case Path::Host: return {n, 0};            // the pageable message buffer
-    case Path::Staged: return {2 * n, n};      // pinned bounce + pageable wire buffer
-    case Path::Shared: return {n, n};          // one pinned buffer
-    case Path::Pipelined:                      // depth pinned chunks
-      return {static_cast<uint64_t>(cfg.depth) * std::min<uint64_t>(cfg.chunk, n), n};
-    default: return {};
-  }
-}
-
-PathEndpoint::PathEndpoint(const PathConfig& cfg, TcpWire& wire, Buffer* user, size_t offset)
-    : cfg_(cfg), wire_(wire), offset_(offset) {
-  const bool gpu = path_needs_gpu(cfg_.path);
-  check_endpoint(Wire::Tcp, &cfg_, user, offset);
-  user_ = message_buffer(user, cfg_, cfg_.size + offset, &own_user_);
-  if (!gpu) return;
-  api_ = &cuda();
-  ctx_ = user_->context();
-  make_staging(cfg_.path, cfg_.size, user_->device(), &bounce_, &host_);
-  if (cfg_.path == Path::Pipelined)
-    for (int i = 0; i < cfg_.depth; ++i) slots_.push_back(std::make_unique<Buffer>(MemKind::Pinned, cfg_.chunk, user_->device()));
-  stream_ = CudaStream(ctx_);
-  if (cfg_.path == Path::Pipelined) events_ = make_events(ctx_, cfg_.depth);
-}
-
-std::string PathEndpoint::describe() const { return std::string("path '") + path_name(cfg_.path) + "' (tcp wire)"; }
-
-// The user's message to host memory at dst, and back.
-void PathEndpoint::to_host(void* dst) {
-  GDRLAB_CU(*api_, cuCtxSetCurrent, ctx_);
-  GDRLAB_CU(*api_, cuMemcpyDtoHAsync, dst, user_->device_ptr() + offset_, cfg_.size, stream_.get());
-  GDRLAB_CU(*api_, cuStreamSynchronize, stream_.get());
-}
-
-void PathEndpoint::to_device(const void* src) {
-  GDRLAB_CU(*api_, cuCtxSetCurrent, ctx_);
-  GDRLAB_CU(*api_, cuMemcpyHtoDAsync, user_->device_ptr() + offset_, src, cfg_.size, stream_.get());
-  GDRLAB_CU(*api_, cuStreamSynchronize, stream_.get());
-}
-
-void PathEndpoint::send(bool) {
-  const size_t n = cfg_.size;
-  switch (cfg_.path) {
-    case Path::Host:
-      wire_.send_data(static_cast<char*>(user_->host_ptr()) + offset_, n);
-      return;
-    case Path::Staged:
-      to_host(bounce_->host_ptr());
-      std::memcpy(host_->host_ptr(), bounce_->host_ptr(), n);
-      wire_.send_data(host_->host_ptr(), n);
-      return;
-    case Path::Shared:
-      to_host(host_->host_ptr());
-      wire_.send_data(host_->host_ptr(), n);
-      return;
-    case Path::Pipelined:
-      send_pipelined();
-      return;
-    case Path::Gdr:
-    case Path::Max: break;
-  }
-  throw_invalid(std::string("path '") + path_name(cfg_.path) + "' is not carried by the tcp wire");
-}
-
-void PathEndpoint::recv() {
-  const size_t n = cfg_.size;
-  switch (cfg_.path) {
-    case Path::Host:
-      wire_.expect_data(n);
-      wire_.recv_raw(static_cast<char*>(user_->host_ptr()) + offset_, n);
-      return;
-    case Path::Staged:
-      wire_.expect_data(n);
-      wire_.recv_raw(host_->host_ptr(), n);
-      std::memcpy(bounce_->host_ptr(), host_->host_ptr(), n);
-      to_device(bounce_->host_ptr());
-      return;
-    case Path::Shared:
-      wire_.expect_data(n);
-      wire_.recv_raw(host_->host_ptr(), n);
-      to_device(host_->host_ptr());
-      return;
-    case Path::Pipelined:
-      recv_pipelined();
-      return;
-    case Path::Gdr:
-    case Path::Max: break;
-  }
-  throw_invalid(std::string("path '") + path_name(cfg_.path) + "' is not carried by the tcp wire");
-}
-
-// Sender: the chunk copies overlap the wire; each chunk is sent as soon as its copy completes.
-void PathEndpoint::send_pipelined() {
-  GDRLAB_CU(*api_, cuCtxSetCurrent, ctx_);
-  pipeline_send(
-      *api_, stream_.get(), events_, user_->device_ptr() + offset_, cfg_.size, cfg_.chunk,
-      [&](size_t s) { return slots_[s]->host_ptr(); }, [](size_t) {}, [&] { wire_.send_data_header(cfg_.size); },
-      [&](size_t, size_t s, size_t, size_t len) { wire_.send_raw(slots_[s]->host_ptr(), len); });
-}
-
-// Receiver: receive chunk i into slot i % depth once that slot's previous host-to-device copy has
-// completed, then start its copy to the GPU; the wire never waits for the last copy but one.
-void PathEndpoint::recv_pipelined() {
-  const CudaApi& api = *api_;
-  GDRLAB_CU(api, cuCtxSetCurrent, ctx_);
-  const size_t n = cfg_.size, chunk = cfg_.chunk;
-  const size_t nchunks = (n + chunk - 1) / chunk;
-  const size_t depth = slots_.size();
-  wire_.expect_data(n);
-  for (size_t i = 0; i < nchunks; ++i) {
-    size_t s = i % depth;
-    size_t off = i * chunk, len = std::min(chunk, n - off);
-    if (i >= depth) GDRLAB_CU(api, cuEventSynchronize, events_[s].get());
-    wire_.recv_raw(slots_[s]->host_ptr(), len);
-    GDRLAB_CU(api, cuMemcpyHtoDAsync, user_->device_ptr() + offset_ + off, slots_[s]->host_ptr(), len, stream_.get());
-    GDRLAB_CU(api, cuEventRecord, events_[s].get(), stream_.get());
-  }
-  GDRLAB_CU(api, cuStreamSynchronize, stream_.get());
 }
 
 }  // namespace gdrlab

@@ -1,9 +1,6 @@
-// The transfer paths of DESIGN.md over the tcp wire. A PathEndpoint owns the intermediate buffers
-// one side needs to send and receive messages of one size over one path:
-//   host       host buffer -> wire -> host buffer
-//   staged     GPU -D2H-> pinned bounce -memcpy-> wire buffer -> wire (mirror on receive)
-//   shared     GPU -D2H-> pinned wire buffer -> wire (GPUDirect 1.0: one host copy fewer)
-//   pipelined  shared cut into chunks over `depth` pinned buffers, copies overlapping the wire
+// What the transfer paths of DESIGN.md need on either wire: one test's path parameters, the
+// checks every endpoint makes, the message and staging buffers, and the pipelined path's sending
+// half. The wires' endpoints (tcp/tcp.h TcpEndpoint, verbs/path.h VerbsEndpoint) are built on it.
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -15,10 +12,8 @@
 #include "core/buffer.h"
 #include "core/cuda_api.h"
 #include "core/cuda_raii.h"
+#include "core/spec.h"
 #include "core/vocab.h"
-#include "wire/frame.h"
-#include "wire/session.h"
-#include "wire/tcp.h"
 
 namespace gdrlab {
 
@@ -73,47 +68,5 @@ void pipeline_send(const CudaApi& api, CUstream stream, const std::vector<CudaEv
     if (i + depth < nchunks) issue(i + depth);
   }
 }
-
-class PathEndpoint : public TestEndpoint {
- public:
-  // user: the application's buffer (nullptr: allocate one of the path's kind). Messages live at
-  // user[offset, offset+size) and move over `wire`.
-  PathEndpoint(const PathConfig& cfg, TcpWire& wire, Buffer* user = nullptr, size_t offset = 0);
-  // What the constructor allocates for cfg without a user buffer (a serving side), cfg already
-  // checked (chunk clamped to the message): the server reserves it from its budget first.
-  static MemoryNeed serving_memory(const PathConfig& cfg);
-  PathEndpoint(const PathEndpoint&) = delete;
-  PathEndpoint& operator=(const PathEndpoint&) = delete;
-
-  void send(bool last) override;
-  void recv() override;
-  void send_ack() override { wire_.send_control(FrameType::Ack); }
-  void expect_ack() override { wire_.expect(FrameType::Ack); }
-  Buffer& user() override { return *user_; }
-  size_t offset() const override { return offset_; }
-  std::string describe() const override;
-  const PathConfig& config() const { return cfg_; }
-
- private:
-  void send_pipelined();
-  void recv_pipelined();
-  void to_host(void* dst);
-  void to_device(const void* src);
-
-  PathConfig cfg_;
-  TcpWire& wire_;
-  size_t offset_ = 0;
-  // Declared in the order they are made: a constructor that throws half way, and the destructor,
-  // release them in reverse (events and stream first, then the memory they touch).
-  std::unique_ptr<Buffer> own_user_;
-  Buffer* user_ = nullptr;
-  std::unique_ptr<Buffer> bounce_;  // staged: CUDA-pinned bounce buffer
-  std::unique_ptr<Buffer> host_;    // staged: the wire's pageable buffer; shared: pinned
-  std::vector<std::unique_ptr<Buffer>> slots_;  // pipelined: pinned chunk buffers
-  const CudaApi* api_ = nullptr;    // GPU paths: kept so no message looks CUDA up
-  CUcontext ctx_ = nullptr;         // GPU paths: the user buffer's context
-  CudaStream stream_;
-  std::vector<CudaEvent> events_;   // pipelined: one per slot
-};
 
 }  // namespace gdrlab

@@ -1,4 +1,4 @@
-// The tcp wire's tests on the shared session: the client runs them over PathEndpoints; the
+// The tcp wire's tests on the shared session: the client runs them over TcpEndpoints; the
 // server answers SETUP frames. Messages move over the control connection itself.
 #pragma once
 #include <cstdint>
@@ -10,9 +10,9 @@
 
 namespace gdrlab {
 
-class Client {
+class TcpClient {
  public:
-  Client(const std::string& host, int port, const std::string& token, int timeout_ms)
+  TcpClient(const std::string& host, int port, const std::string& token, int timeout_ms)
       : session_(host, port, token, timeout_ms) {}
   const std::string& server_description() const { return session_.server_description(); }
   // Runs one test. user/offset: the client's buffer (nullptr: allocated for the path).
@@ -22,7 +22,6 @@ class Client {
  private:
   ClientSession session_;
 };
-
 
 // Makes `server` answer SETUP: one tcp test per request.
 void add_tcp_wire(Server& server);

@@ -123,7 +123,7 @@ std::shared_ptr<Context> server_context(const std::string& name, int gpu, bool w
   return ctx;
 }
 
-void serve_connect(Server& server, TcpWire& wire, const std::vector<uint8_t>& body, const RefusalLog& refused) {
+void serve_connect(Server& server, ControlChannel& wire, const std::vector<uint8_t>& body, const RefusalLog& refused) {
   TestSpec spec;
   ConnInfo remote;
   decode_connect_request(body.data(), body.size(), &spec, &remote);
@@ -171,7 +171,7 @@ void serve_connect(Server& server, TcpWire& wire, const std::vector<uint8_t>& bo
 
 
 void add_verbs_wire(Server& server) {
-  server.add_wire(FrameType::Connect, [&server](TcpWire& wire, const std::vector<uint8_t>& body,
+  server.add_wire(FrameType::Connect, [&server](ControlChannel& wire, const std::vector<uint8_t>& body,
                                                  const RefusalLog& refused) {
     try {
       serve_connect(server, wire, body, refused);
@@ -217,7 +217,7 @@ VerbsRunResult VerbsClient::run(const TestSpec& spec, Buffer* user, size_t offse
   res.gpu_hops = ep.link().pd()->context()->gpu_hops();
   res.traffic_class = sel_.traffic_class;
   res.service_level = sel_.service_level;
-  return session_->guarded([&](TcpWire& w) {
+  return session_->guarded([&](ControlChannel& w) {
     ConnInfo mine = ep.link().local_info();
     ep.describe_region(&mine);
     w.send_control(FrameType::Connect, encode_connect_request(spec, mine));

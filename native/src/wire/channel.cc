@@ -1,4 +1,4 @@
-#include "wire/tcp.h"
+#include "wire/channel.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 
 namespace gdrlab {
 
-void TcpWire::send_header(FrameType type, size_t n, const void* payload, size_t payload_now) {
+void ControlChannel::send_header(FrameType type, size_t n, const void* payload, size_t payload_now) {
   if (n > max_payload(static_cast<uint16_t>(type)))
     throw_invalid(std::string(frame_type_name(static_cast<uint16_t>(type))) + " message of " +
                   std::to_string(n) + " bytes exceeds the tcp wire's maximum of " +
@@ -21,33 +21,33 @@ void TcpWire::send_header(FrameType type, size_t n, const void* payload, size_t 
   ++send_seq_;
 }
 
-void TcpWire::send_control(FrameType type, const std::vector<uint8_t>& body) {
+void ControlChannel::send_control(FrameType type, const std::vector<uint8_t>& body) {
   send_header(type, body.size(), body.data(), body.size());
 }
 
-void TcpWire::send_error(const Error& e) noexcept {
+void ControlChannel::send_error(const Error& e) noexcept {
   try {
     send_control(FrameType::Error, encode_error(e));
   } catch (...) {
   }
 }
 
-void TcpWire::send_data(const void* p, size_t n) { send_header(FrameType::Data, n, p, n); }
+void ControlChannel::send_data(const void* p, size_t n) { send_header(FrameType::Data, n, p, n); }
 
-void TcpWire::send_data_header(size_t n) { send_header(FrameType::Data, n, nullptr, 0); }
+void ControlChannel::send_data_header(size_t n) { send_header(FrameType::Data, n, nullptr, 0); }
 
-void TcpWire::set_frame_deadlines(int base_ms, uint64_t floor_bytes_per_s) {
+void ControlChannel::set_frame_deadlines(int base_ms, uint64_t floor_bytes_per_s) {
   frame_base_ms_ = base_ms > 0 && floor_bytes_per_s > 0 ? base_ms : 0;
   frame_floor_rate_ = floor_bytes_per_s;
   if (!frame_base_ms_) sock_->clear_deadline();
 }
 
-Socket::Clock::duration TcpWire::time_for(uint64_t bytes) const {
+Socket::Clock::duration ControlChannel::time_for(uint64_t bytes) const {
   return std::chrono::milliseconds(frame_base_ms_) +
          std::chrono::microseconds(bytes * 1000000u / frame_floor_rate_);
 }
 
-FrameHeader TcpWire::recv_header() {
+FrameHeader ControlChannel::recv_header() {
   uint8_t hdr[kHeaderBytes];
   if (frame_base_ms_) {
     // A new frame: its own deadline, from now (a coarse clock read, no system call).
@@ -70,7 +70,7 @@ FrameHeader TcpWire::recv_header() {
   return h;
 }
 
-void TcpWire::recv_in_frame(void* p, size_t n) {
+void ControlChannel::recv_in_frame(void* p, size_t n) {
   try {
     sock_->recv_all(p, n);
   } catch (const Error& e) {
@@ -81,7 +81,7 @@ void TcpWire::recv_in_frame(void* p, size_t n) {
   frame_got_ += n;
 }
 
-void TcpWire::throw_frame_timeout(uint64_t got) const {
+void ControlChannel::throw_frame_timeout(uint64_t got) const {
   char took[32], allowed[32];
   const auto now = Socket::Clock::now();
   std::snprintf(took, sizeof took, "%.1f", std::chrono::duration<double>(now - frame_start_).count());
@@ -99,17 +99,17 @@ void TcpWire::throw_frame_timeout(uint64_t got) const {
                   "(raise the timeout)");
 }
 
-std::vector<uint8_t> TcpWire::recv_body(const FrameHeader& h) {
+std::vector<uint8_t> ControlChannel::recv_body(const FrameHeader& h) {
   std::vector<uint8_t> body(h.length);
   if (h.length) recv_raw(body.data(), h.length);
   return body;
 }
 
-void TcpWire::rethrow_peer_error(const std::vector<uint8_t>& body) {
+void ControlChannel::rethrow_peer_error(const std::vector<uint8_t>& body) {
   throw decode_error(body.data(), body.size(), "");
 }
 
-std::vector<uint8_t> TcpWire::expect(FrameType type) {
+std::vector<uint8_t> ControlChannel::expect(FrameType type) {
   waiting_for_ = frame_type_name(static_cast<uint16_t>(type));
   FrameHeader h = recv_header();
   if (h.type == static_cast<uint16_t>(type)) return recv_body(h);
@@ -122,7 +122,7 @@ std::vector<uint8_t> TcpWire::expect(FrameType type) {
                  frame_type_name(h.type));
 }
 
-void TcpWire::expect_data(size_t n) {
+void ControlChannel::expect_data(size_t n) {
   waiting_for_ = "DATA";
   FrameHeader h = recv_header();
   if (h.type == static_cast<uint16_t>(FrameType::Error)) rethrow_peer_error(recv_body(h));

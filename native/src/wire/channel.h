@@ -1,5 +1,7 @@
-// The tcp wire: frames over a Socket with per-direction sequence numbers. Every received header
-// is validated before a byte of payload is read.
+// The control channel both wires share: frames over a Socket with per-direction sequence numbers.
+// The session core (wire/session.h) speaks HELLO, SETUP/CONNECT, READY, ACK and VERDICT over it;
+// the tcp wire (tcp/) also moves its DATA frames through it, the verbs wire only its control
+// frames. Every received header is validated before a byte of payload is read.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -12,12 +14,12 @@
 
 namespace gdrlab {
 
-class TcpWire {
+class ControlChannel {
  public:
-  explicit TcpWire(std::unique_ptr<Socket> sock) : sock_(std::move(sock)) {}
+  explicit ControlChannel(std::unique_ptr<Socket> sock) : sock_(std::move(sock)) {}
   // A connection whose first `received` frames were read elsewhere (the server reads the HELLO
   // before a session thread takes the connection over).
-  TcpWire(std::unique_ptr<Socket> sock, uint32_t received) : sock_(std::move(sock)), recv_seq_(received) {}
+  ControlChannel(std::unique_ptr<Socket> sock, uint32_t received) : sock_(std::move(sock)), recv_seq_(received) {}
 
   void send_control(FrameType type, const std::vector<uint8_t>& body = {});
   // Sends an Error frame describing e (best effort: a broken connection is ignored).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/spec.h"
 
 namespace gdrlab {
 
@@ -19,7 +20,6 @@ constexpr uint32_t kFrameMagic = 0x4c524447u;  // "GDRL" in memory order
 constexpr uint16_t kWireVersion = 1;
 constexpr size_t kHeaderBytes = 16;
 constexpr uint32_t kMaxControlBytes = 64u * 1024u;
-constexpr uint32_t kMaxDataBytes = 1u << 30;  // 1 GiB: the largest message the tcp wire carries
 constexpr uint32_t kMaxTokenBytes = 256;
 
 enum class FrameType : uint16_t {
@@ -97,20 +97,7 @@ class BodyReader {
   size_t pos_ = 0;
 };
 
-// What the client asks the server to set up for one test.
-struct TestSpec {
-  uint8_t path = 0;        // Path enum value
-  uint8_t mode = 0;        // 0 latency (ping-pong), 1 bandwidth (streaming), 2 verify only
-  uint64_t size = 0;       // message bytes
-  uint32_t iters = 0;      // timed iterations (latency) or repetitions (bandwidth)
-  uint32_t warmup = 0;
-  uint32_t window = 1;     // messages per bandwidth repetition
-  uint64_t chunk = 0;      // pipelined chunk bytes
-  uint32_t depth = 0;      // pipelined buffers
-  uint32_t device = 0;     // server-side GPU ordinal
-  uint64_t seed = 0;       // verification pattern seed
-};
-
+// A TestSpec (core/spec.h) as the SETUP body.
 std::vector<uint8_t> encode_spec(const TestSpec& s);
 TestSpec decode_spec(const uint8_t* p, size_t n);
 

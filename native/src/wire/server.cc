@@ -481,7 +481,7 @@ bool Server::serve_one(int accept_ms, std::string* error) {
     ++served_;
   }
   std::string addr = s->peer_name();
-  TcpWire wire(std::move(s));
+  ControlChannel wire(std::move(s));
   try {
     authenticate(wire);
     BodyWriter w;
@@ -601,7 +601,7 @@ void Server::run_session(Socket* raw, std::string addr) {
       if (stopping_) raw->shutdown_both();
       open_.insert(raw);
     }
-    TcpWire wire(std::move(s), 1);  // the gate read the HELLO
+    ControlChannel wire(std::move(s), 1);  // the gate read the HELLO
     std::string outcome;
     std::string outcome_class;  // the kind of the "ended with" line, for its rate limit
     {
@@ -639,7 +639,7 @@ void Server::run_session(Socket* raw, std::string addr) {
 }
 
 // serve_one's single client: it ends the serving after one attempt anyway, so no delay.
-void Server::authenticate(TcpWire& wire) {
+void Server::authenticate(ControlChannel& wire) {
   // A short deadline for the whole HELLO, however the peer trickles it.
   const int hello_ms = std::min(timeout_ms_, limits_.handshake_ms);
   wire.socket().set_deadline_ms(hello_ms);
@@ -667,7 +667,7 @@ void Server::authenticate(TcpWire& wire) {
   wire.socket().clear_deadline();
 }
 
-void Server::session_loop(TcpWire& wire, const std::string& addr, bool counted) {
+void Server::session_loop(ControlChannel& wire, const std::string& addr, bool counted) {
   // A test refused while the session goes on: one line, limited like the session's others (a
   // client retrying a request over --max-pinned in a loop logs a few lines and a count). As for
   // its "connected" and "done", serve_one's single client logs none.

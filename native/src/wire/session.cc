@@ -29,7 +29,7 @@ bool keeps_session(ErrorKind kind) {
   return kind == ErrorKind::Verify || kind == ErrorKind::Unavailable || kind == ErrorKind::InvalidArgument;
 }
 
-RunResult run_client_test(TcpWire& control, TestEndpoint& ep, const TestSpec& spec) {
+RunResult run_client_test(ControlChannel& control, TestEndpoint& ep, const TestSpec& spec) {
   RunResult res;
   if (static_cast<Mode>(spec.mode) == Mode::Bandwidth) res.bw_windows_in_flight = ep.windows_in_flight(spec);
   measure(spec, [&] { ep.send(false); }, [&] { ep.recv(); }, [&] { ep.expect_ack(); }, &res.samples_s,
@@ -52,7 +52,7 @@ RunResult run_client_test(TcpWire& control, TestEndpoint& ep, const TestSpec& sp
   return res;
 }
 
-void run_server_test(TcpWire& control, TestEndpoint& ep, const TestSpec& spec) {
+void run_server_test(ControlChannel& control, TestEndpoint& ep, const TestSpec& spec) {
   answer(spec, [&] { ep.send(false); }, [&] { ep.recv(); }, [&] { ep.send_ack(); });
   ep.recv();
   ep.settle();
@@ -134,7 +134,7 @@ ClientSession::ClientSession(const std::string& host, int port, const std::strin
 }
 
 void ClientSession::handshake(const std::string& host, int port, const std::string& token, int timeout_ms) {
-  wire_ = std::make_unique<TcpWire>(Socket::connect(host, port, timeout_ms));
+  wire_ = std::make_unique<ControlChannel>(Socket::connect(host, port, timeout_ms));
   // The whole answer within the timeout, however the server trickles it.
   wire_->socket().set_deadline_ms(timeout_ms);
   Hello h;
@@ -167,14 +167,14 @@ void ClientSession::handshake(const std::string& host, int port, const std::stri
 
 ClientSession::~ClientSession() { close(); }
 
-TcpWire& ClientSession::wire() {
+ControlChannel& ClientSession::wire() {
   if (!wire_) throw Error(ErrorKind::PeerClosed, "tcp", "", 0, "client is closed");
   return *wire_;
 }
 
 void ClientSession::close() {
   if (!wire_) return;
-  std::unique_ptr<TcpWire> w = std::move(wire_);
+  std::unique_ptr<ControlChannel> w = std::move(wire_);
   try {
     w->send_control(FrameType::Bye);
   } catch (...) {

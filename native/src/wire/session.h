@@ -31,7 +31,7 @@
 #include "wire/frame.h"
 #include "wire/gate.h"
 #include "wire/socket.h"
-#include "wire/tcp.h"
+#include "wire/channel.h"
 
 namespace gdrlab {
 
@@ -69,9 +69,9 @@ class TestEndpoint {
 };
 
 // Measuring side: the timed loop, then verification both ways.
-RunResult run_client_test(TcpWire& control, TestEndpoint& ep, const TestSpec& spec);
+RunResult run_client_test(ControlChannel& control, TestEndpoint& ep, const TestSpec& spec);
 // Serving side: the mirror image.
-void run_server_test(TcpWire& control, TestEndpoint& ep, const TestSpec& spec);
+void run_server_test(ControlChannel& control, TestEndpoint& ep, const TestSpec& spec);
 
 // After an error of this kind the control stream is where it was (bad argument, missing
 // hardware, corrupted data); after any other the connection is dropped.
@@ -86,7 +86,7 @@ using RefusalLog = std::function<void(const Error& refusal)>;
 // test with an ERROR frame, goes to `refused` and returns false; the session goes on. A protocol
 // error ends it.
 template <class Build>
-bool build_or_refuse(TcpWire& control, const RefusalLog& refused, Build&& build) {
+bool build_or_refuse(ControlChannel& control, const RefusalLog& refused, Build&& build) {
   try {
     build();
     return true;
@@ -113,23 +113,23 @@ class ClientSession {
   ClientSession& operator=(const ClientSession&) = delete;
   const std::string& server_description() const { return description_; }
   // The control connection; throws PeerClosed once closed or dropped.
-  TcpWire& wire();
+  ControlChannel& wire();
   // Runs fn(control wire). An error that leaves the stream position unknown (protocol, timeout,
   // transport) drops the connection, so the next call fails fast instead of reading garbage.
   template <class Fn>
-  auto guarded(Fn&& fn) -> decltype(fn(std::declval<TcpWire&>()));
+  auto guarded(Fn&& fn) -> decltype(fn(std::declval<ControlChannel&>()));
   // Sends BYE (best effort) and closes; idempotent.
   void close();
 
  private:
   void handshake(const std::string& host, int port, const std::string& token, int timeout_ms);
-  std::unique_ptr<TcpWire> wire_;
+  std::unique_ptr<ControlChannel> wire_;
   std::string description_;
 };
 
 template <class Fn>
-auto ClientSession::guarded(Fn&& fn) -> decltype(fn(std::declval<TcpWire&>())) {
-  TcpWire& w = wire();
+auto ClientSession::guarded(Fn&& fn) -> decltype(fn(std::declval<ControlChannel&>())) {
+  ControlChannel& w = wire();
   try {
     return fn(w);
   } catch (const Error& e) {
@@ -144,7 +144,7 @@ auto ClientSession::guarded(Fn&& fn) -> decltype(fn(std::declval<TcpWire&>())) {
 // Serves one request frame of a wire (tcp: SETUP, verbs: CONNECT) on the control connection;
 // a test it refuses without ending the session goes to `refused` (see build_or_refuse).
 using RequestHandler =
-    std::function<void(TcpWire& control, const std::vector<uint8_t>& body, const RefusalLog& refused)>;
+    std::function<void(ControlChannel& control, const std::vector<uint8_t>& body, const RefusalLog& refused)>;
 
 // What a server allows; ServerLimits{} is what `gdrlab serve` uses without flags, except the
 // memory budget (0: none), whose default the command line computes from the machine. The server
@@ -228,9 +228,9 @@ class Server : private GateOwner {
   void note(const std::string& line) override { log(line); }
   int check_wait_ms(const std::string& addr, std::string* reason) override;
   // serve_one's client: the whole session on the calling thread.
-  void authenticate(TcpWire& wire);
+  void authenticate(ControlChannel& wire);
   void run_session(Socket* raw, std::string addr);
-  void session_loop(TcpWire& wire, const std::string& addr, bool counted);
+  void session_loop(ControlChannel& wire, const std::string& addr, bool counted);
   void log(const std::string& line);
   // A line of an authenticated session, of a kind ("connected", "ended with Protocol"): logged
   // unless this address already logged kSessionLinesPerKind of that kind this interval.
