@@ -6,10 +6,8 @@ The N-numbers are those of the 2026-12-03 expert review.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from gdrlab import grading, model
