@@ -347,7 +347,7 @@ def pair_code_note(topo: Topology) -> str:
     m = topo.pcie_matrix()
     gpus = list(topo.gpus)
     counts = pair_code_counts(topo)
-    examples = {}
+    examples: dict[str, str] = {}
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
             examples.setdefault(m[a][b], f"{a}-{b}")
