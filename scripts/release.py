@@ -17,6 +17,7 @@ import argparse
 import filecmp
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -26,20 +27,33 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LABS = ROOT / "labs"
 STUDENT = ROOT / "gdrlab" / "data" / "labs"
-# The docs the labs link to, shipped beside the student labs: `gdrlab lab` puts them in the
-# learner's working folder as docs/, where a lab's link ../docs/NAME finds them.
-LEARNER_DOCS = ("cluster.md", "cheatsheet.md")
+# The docs the labs link to (``](../docs/NAME)``), shipped beside the student labs: `gdrlab lab`
+# puts them in the learner's working folder as docs/, where those links find them.
 SHIPPED_DOCS = ROOT / "gdrlab" / "data" / "docs"
+_DOC_LINK = re.compile(r"\]\(\.\./docs/([A-Za-z0-9_.-]+\.md)")
+
+
+def learner_docs() -> list[str]:
+    """The docs/ pages the lab sources link to."""
+    names = {m for src in (LABS / "src").glob("[0-9][0-9]-*.py") for m in _DOC_LINK.findall(src.read_text())}
+    return sorted(names)
 
 
 def stale_docs() -> list[str]:
-    """The shipped copies of LEARNER_DOCS that differ from docs/ (or are missing)."""
-    return [name for name in LEARNER_DOCS if not _same(ROOT / "docs" / name, SHIPPED_DOCS / name)]
+    """Shipped copies that differ from docs/, are missing, or are no longer linked."""
+    wanted = learner_docs()
+    stale = [name for name in wanted if not _same(ROOT / "docs" / name, SHIPPED_DOCS / name)]
+    extra = sorted(p.name for p in SHIPPED_DOCS.glob("*.md") if p.name not in wanted)
+    return stale + extra
 
 
 def ship_docs() -> None:
     SHIPPED_DOCS.mkdir(parents=True, exist_ok=True)
-    for name in LEARNER_DOCS:
+    wanted = learner_docs()
+    for old in SHIPPED_DOCS.glob("*.md"):
+        if old.name not in wanted:
+            old.unlink()
+    for name in wanted:
         shutil.copyfile(ROOT / "docs" / name, SHIPPED_DOCS / name)
 
 

@@ -388,6 +388,6 @@ grading.check_equal(set(h200_whatif_missing), set(), name="h200_whatif_missing",
 #   piece, in the same words as the checks above.
 #
 # Two-node runs with gdrlab, and what each failure message means:
-# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
-# [docs/cheatsheet.md](../../../docs/cheatsheet.md). Both are in the gdrlab source repository (its
-# `docs/` folder); the links work from a source checkout, not from a copy made by `gdrlab lab`.
+# [docs/cluster.md](../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../docs/cheatsheet.md). Both are in the `docs/` folder
+# that `gdrlab lab` puts beside your copies of the labs (and in the gdrlab repository's `docs/`).

@@ -396,6 +396,6 @@ grading.check_equal(k40_bar1_slot, 1, name="k40_bar1_slot", hint="the second mem
 #   firmware settings (Above 4G decoding, Resizable BAR) decide which one you get.
 #
 # Two-node runs with gdrlab, and what each failure message means:
-# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
-# [docs/cheatsheet.md](../../../docs/cheatsheet.md). Both are in the gdrlab source repository (its
-# `docs/` folder); the links work from a source checkout, not from a copy made by `gdrlab lab`.
+# [docs/cluster.md](../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../docs/cheatsheet.md). Both are in the `docs/` folder
+# that `gdrlab lab` puts beside your copies of the labs (and in the gdrlab repository's `docs/`).

@@ -447,6 +447,6 @@ grading.check_close(k20_p2p_bound_gbps, 8.0, rel=0.02, name="k20_p2p_bound_gbps"
 #   Gen5 x16, in one direction) with pinned memory.
 #
 # Two-node runs with gdrlab, and what each failure message means:
-# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
-# [docs/cheatsheet.md](../../../docs/cheatsheet.md). Both are in the gdrlab source repository (its
-# `docs/` folder); the links work from a source checkout, not from a copy made by `gdrlab lab`.
+# [docs/cluster.md](../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../docs/cheatsheet.md). Both are in the `docs/` folder
+# that `gdrlab lab` puts beside your copies of the labs (and in the gdrlab repository's `docs/`).

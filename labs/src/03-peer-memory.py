@@ -94,7 +94,7 @@ pd.DataFrame([{"route": k, **v} for k, v in status["routes"].items()])
 # `ibv_reg_mr` on it is the real call (pins pages, returns keys, fails with `ENOMEM` beyond
 # `ulimit -l`), so host-memory registration below runs live; GPU memory still needs a real HCA.
 # It needs root on the host (a container cannot load modules). The cell prints the commands; more
-# in [docs/registration-reference.md](../../../docs/registration-reference.md).
+# in [docs/registration-reference.md](../docs/registration-reference.md).
 
 # %% id="03-soft-roce-status"
 rxe = lab03.soft_roce_status()
@@ -130,7 +130,7 @@ lab03.state_machine_figure()
 # > GPUDirect RDMA guide deprecates the NV-P2P API it is built on. **dma-buf is the way forward**:
 # > no extra module, upstream interfaces only (Linux 5.12+, CUDA 11.7+, open GPU kernel modules,
 # > `ibv_reg_dmabuf_mr`); `nvidia-peermem` is the legacy path. History in
-# > [docs/registration-reference.md](../../../docs/registration-reference.md).
+# > [docs/registration-reference.md](../docs/registration-reference.md).
 
 # %% [markdown] id="03-state-machine-figure-note-note"
 # Libraries probe for these routes when they start. NCCL, for example, looks up the dma-buf
@@ -160,7 +160,7 @@ attempts
 # %% [markdown] id="03-try-registrations-note"
 # rdma-core's own Python binding, `pyverbs`, has the same objects under the verbs names, beside
 # gdrlab's in the next cell (used live where `pyverbs` imports and sees an RDMA device). The calls
-# behind the rows above are in [docs/registration-reference.md](../../../docs/registration-reference.md).
+# behind the rows above are in [docs/registration-reference.md](../docs/registration-reference.md).
 
 # %% id="03-pyverbs-beside-gdrlab"
 display(pd.DataFrame(lab03.PYVERBS_BESIDE_GDRLAB))
@@ -467,10 +467,10 @@ else:
 # ```
 #
 # What to look for, and what a refusal means:
-# [docs/registration-reference.md](../../../docs/registration-reference.md#on-your-cluster-what-the-commands-show).
+# [docs/registration-reference.md](../docs/registration-reference.md#on-your-cluster-what-the-commands-show).
 #
 # Two-node runs with gdrlab, and what each failure message means:
-# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
-# [docs/cheatsheet.md](../../../docs/cheatsheet.md). Both, and the other `docs/` pages this lab links,
-# are in the gdrlab source repository; the links work from a source checkout, not from a copy
-# made by `gdrlab lab`.
+# [docs/cluster.md](../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../docs/cheatsheet.md). Both, and the other `docs/` pages this lab links,
+# are in the `docs/` folder that `gdrlab lab` puts beside your copies of the labs (and in the
+# gdrlab repository's `docs/`).

@@ -496,7 +496,7 @@ lab04.crossover_explorer("kepler-snb-2013")
 #   of platform, placement (lab 05) or chunk size explains the difference.
 #
 # Two-node runs with gdrlab, and what each failure message means:
-# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
-# [docs/cheatsheet.md](../../../docs/cheatsheet.md). Both, and the other `docs/` pages this lab links,
-# are in the gdrlab source repository; the links work from a source checkout, not from a copy
-# made by `gdrlab lab`.
+# [docs/cluster.md](../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../docs/cheatsheet.md). Both, and the other `docs/` pages this lab links,
+# are in the `docs/` folder that `gdrlab lab` puts beside your copies of the labs (and in the
+# gdrlab repository's `docs/`).

@@ -104,7 +104,7 @@ if len(pairs):
 # sockets and 16 Tesla V100-SXM3, in pairs below two levels of PLX PCIe switches. The export has
 # no NICs. GPU to GPU traffic goes over NVSwitch (`NV#`), which hides the PCIe codes in `matrix()`;
 # `pcie_matrix()` shows them. More on the file (it is a trimmed test fixture) in
-# [docs/topology-reference.md](../../../docs/topology-reference.md).
+# [docs/topology-reference.md](../docs/topology-reference.md).
 
 # %% id="05-recorded-topology"
 dgx2 = lab05.recorded_topology("DGX2")
@@ -129,7 +129,7 @@ else:
 # The matrix a user posted for "the DGX A100 40GB node that I have access to" in NVIDIA/nccl issue
 # #1505 (2024-11-06): the codes nvidia-smi computed, without the bridges behind them (read with
 # `gdrlab.topology.parse_topo_matrix`). Only the header and the rows of GPU0-GPU3 are copied,
-# verbatim ([docs/topology-reference.md](../../../docs/topology-reference.md) says more about it).
+# verbatim ([docs/topology-reference.md](../docs/topology-reference.md) says more about it).
 
 # %% id="05-dgx-a100-matrix-code"
 dgx, dgx_label = lab05.recorded_matrix("dgx-a100")
@@ -218,7 +218,7 @@ grading.check_equal(pick_nearest_nic({"b": "PHB", "a": "NODE"}), "b", name="PHB 
 # knob, `NCCL_NET_GDR_READ`, decides whether the *sending* side also lets the NIC read GPU memory
 # directly: since NCCL 2.19 it is on by default for Ampere and newer GPUs on any platform, and for
 # older GPUs only with NVLink (their PCIe peer reads could be slower than host-memory reads). The
-# version history: [docs/topology-reference.md](../../../docs/topology-reference.md).
+# version history: [docs/topology-reference.md](../docs/topology-reference.md).
 #
 # ## Exercise 3 (1 point): would NCCL use GDR?
 #
@@ -357,7 +357,7 @@ for line in lines:
 # The same two H200s ran one all-reduce three ways: NCCL's default (NVLink), `NCCL_P2P_DISABLE=1`
 # (staging through host memory) and `NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1` (TCP sockets). How the
 # figures were taken, and the second recording beside them:
-# [docs/topology-reference.md](../../../docs/topology-reference.md).
+# [docs/topology-reference.md](../docs/topology-reference.md).
 
 # %% id="05-nccl-allreduce"
 figures = lab05.allreduce_figures()
@@ -537,7 +537,7 @@ if own is not None and own.gpus:
 #   too small for NCCL's shared-memory segments.
 #
 # Two-node runs with gdrlab, and what each failure message means:
-# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
-# [docs/cheatsheet.md](../../../docs/cheatsheet.md). Both, and the other `docs/` pages this lab links,
-# are in the gdrlab source repository; the links work from a source checkout, not from a copy
-# made by `gdrlab lab`.
+# [docs/cluster.md](../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../docs/cheatsheet.md). Both, and the other `docs/` pages this lab links,
+# are in the `docs/` folder that `gdrlab lab` puts beside your copies of the labs (and in the
+# gdrlab repository's `docs/`).

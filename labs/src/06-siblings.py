@@ -450,5 +450,6 @@ grading.check_function_cases(message_rate_mops, _cases, name="message_rate_mops"
 #   NVSHMEM's perftests report with `NVSHMEM_IB_ENABLE_IBGDA=1`.
 #
 # Two-node runs with gdrlab, and what each failure message means:
-# [docs/cluster.md](../../../docs/cluster.md); all the commands on one page:
-# [docs/cheatsheet.md](../../../docs/cheatsheet.md) (both in the gdrlab repository).
+# [docs/cluster.md](../docs/cluster.md); all the commands on one page:
+# [docs/cheatsheet.md](../docs/cheatsheet.md) (both in the `docs/` folder that `gdrlab lab` puts
+# beside your copies of the labs, and in the gdrlab repository's `docs/`).

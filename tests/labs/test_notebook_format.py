@@ -172,7 +172,7 @@ def test_lab_ends_on_your_cluster_with_real_commands(path):
     last = _nb(path).cells[-1]
     assert last.cell_type == "markdown" and last.source.splitlines()[0] == "## On your cluster", \
         "the last cell is the 'On your cluster' section"
-    assert "../../../docs/cluster.md" in last.source and (ROOT / "docs" / "cluster.md").is_file()
+    assert "](../docs/cluster.md)" in last.source and (ROOT / "docs" / "cluster.md").is_file()
     blocks = re.findall(r"```\n(.*?)```", last.source, re.S)
     tools = ("nvidia-smi", "lspci", "ibv_devinfo", "ib_write_bw", "ib_write_lat", "all_reduce_perf", "numactl",
              "nvbandwidth", "osu_")
