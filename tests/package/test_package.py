@@ -288,6 +288,21 @@ def test_modules_and_functions_stay_small():
     assert long_functions == LONG_FUNCTIONS
 
 
+def cpp_files_over(native: Path, limit: int = 600) -> list[str]:
+    """The engine's C++ files (.cc, .h under src, bind, fuzz) over `limit` lines (STYLE's 600)."""
+    return [f"{f.relative_to(native)} ({n} lines)" for d in ("src", "bind", "fuzz")
+            for f in sorted((native / d).rglob("*")) if f.suffix in (".cc", ".h")
+            and (n := f.read_text(errors="replace").count("\n")) > limit]
+
+
+def test_cpp_files_stay_small(tmp_path):
+    (tmp_path / "src" / "wire").mkdir(parents=True)
+    (tmp_path / "src" / "wire" / "big.cc").write_text("int x;\n" * 601)
+    (tmp_path / "src" / "wire" / "ok.h").write_text("int y;\n" * 600)
+    assert cpp_files_over(tmp_path) == ["src/wire/big.cc (601 lines)"]  # the check sees a planted one
+    assert cpp_files_over(ROOT / "native") == []
+
+
 def test_one_version():
     import gdrlab
     assert gdrlab.__version__ == importlib.metadata.version("gdrlab")

@@ -2,7 +2,8 @@
 // each side creates its QP, sends (LID, GID, QPN, PSN, MTU, rkey, address) over the tcp wire, and
 // moves its QP RESET -> INIT -> RTR (needs the peer's data) -> RTS.
 //
-// The attribute choices are pure functions so tests can check them without an HCA:
+// The connection data is in verbs/conn_info.h, the GID choice in verbs/gid.h. The attribute
+// choices are pure functions so tests can check them without an HCA:
 //   path MTU      min(local port active_mtu, remote port active_mtu)
 //   addressing    InfiniBand: destination LID (plus a GRH where the port requires one or the
 //                 subnets differ); RoCE: GRH with the peer's GID and our GID index
@@ -15,85 +16,15 @@
 #include <string>
 #include <vector>
 
-#include "wire/frame.h"
 #include "verbs/abi.h"
+#include "verbs/conn_info.h"
+#include "verbs/gid.h"
 #include "verbs/resources.h"
 
 namespace gdrlab {
 
-constexpr uint32_t kVerbsConnMagic = 0x53425256u;  // "VRBS" in memory order
-constexpr uint8_t kVerbsConnVersion = 3;  // 2: roce_version added; 3: traffic_class, service_level
-
-struct ConnInfo {
-  uint32_t qpn = 0;        // 24 bits
-  uint32_t psn = 0;        // 24 bits
-  uint16_t lid = 0;        // InfiniBand only
-  uint8_t link_layer = 0;  // 1 InfiniBand, 2 Ethernet (RoCE)
-  uint8_t mtu = 0;         // ibv_mtu of the port (active_mtu)
-  uint8_t gid[16] = {};
-  uint8_t gid_index = 0;   // the sender's own index (informational: the peer uses its own)
-  uint8_t roce_version = 0;  // RoCE version of the sender's GID (1, 2; 0 unknown or InfiniBand)
-  uint8_t traffic_class = 0;  // the sender's GRH traffic class: a passive side adopts it (as NCCL)
-  uint8_t service_level = 0;  // the sender's SL (0..15), likewise
-  uint32_t rkey = 0;       // the region the peer may write
-  uint64_t addr = 0;
-  uint64_t length = 0;
-};
-
-std::vector<uint8_t> encode_conn_info(const ConnInfo& c);
-// Throws Error(Protocol) on a short, long or malformed body (bad magic, version, QPN, PSN, MTU,
-// link layer).
-ConnInfo decode_conn_info(const uint8_t* p, size_t n);
-
-// The client's CONNECT body: one test's parameters plus the client's connection data.
-std::vector<uint8_t> encode_connect_request(const TestSpec& spec, const ConnInfo& c);
-void decode_connect_request(const uint8_t* p, size_t n, TestSpec* spec, ConnInfo* c);
-
 int choose_path_mtu(int local_active_mtu, int remote_active_mtu);  // ibv_mtu values 1..5
 int mtu_bytes(int ibv_mtu);                                          // 256..4096
-
-struct GidEntry {
-  int index = 0;
-  uint8_t gid[16] = {};
-  int roce_version = 0;  // 2, 1 or 0 (unknown)
-};
-
-// Which RoCE GIDs may be chosen, with NCCL's knobs (net_ib's ncclIbGetGidIndex):
-//   NCCL_IB_ROCE_VERSION_NUM  1 or 2 (NCCL's default 2)
-//   NCCL_IB_ADDR_FAMILY       AF_INET (IPv4-mapped GIDs, NCCL's default) or AF_INET6
-//   NCCL_IB_ADDR_RANGE        a CIDR block (10.1.0.0/16, fd00::/64) the GID's address must lie in
-// each read as GDRLAB_IB_<same> first. Set, a knob is a requirement: no GID meeting it is an error
-// naming the table (where NCCL silently keeps index 0). Unset, the order is NCCL's default
-// preference: RoCE v2 before v1, IPv4-mapped before IPv6, link-local last.
-struct GidPolicy {
-  int family = 0;          // 0 not set, or AF_INET / AF_INET6
-  bool have_range = false;
-  uint8_t range[16] = {};  // in GID form: an IPv4 block as ::ffff:a.b.c.d
-  int range_bits = 0;      // prefix length in GID bits (an IPv4 /16 is 96 + 16)
-  int roce_version = 0;    // 0 not set, 1 or 2
-  std::string text;        // the settings, as written, for messages ("" when none)
-};
-// Parses the three values (empty: not set); `names` are the variables they came from, for messages.
-// Throws InvalidArgument on a family other than AF_INET/AF_INET6, a version other than 1/2, or a
-// range that is not address/bits (or whose family contradicts the family set).
-GidPolicy parse_gid_policy(const std::string& family, const std::string& range, const std::string& version,
-                           const std::string names[3]);
-// From GDRLAB_IB_ADDR_FAMILY / _ADDR_RANGE / _ROCE_VERSION_NUM, else the NCCL_IB_ names.
-GidPolicy gid_policy_from_env();
-// True when the GID is an IPv4 address (IPv4-mapped ::ffff:a.b.c.d, or its multicast form), as
-// NCCL's getGidAddrFamily.
-bool gid_is_ipv4(const uint8_t gid[16]);
-bool gid_in_range(const uint8_t gid[16], const GidPolicy& p);
-// The index to use on a RoCE port, or -1 when no entry qualifies (empty, unconfigured, or ruled
-// out by the policy). Ties go to the lower index when the type is known, to the higher when it
-// is not (mlx5 lists each address as v1, then v2).
-// peer_gid (16 bytes, or nullptr): among entries of the best class, the one sharing the longest
-// prefix with the peer's GID wins, so a port with addresses in several subnets or VLANs pairs with
-// the peer's.
-int select_gid_index(const std::vector<GidEntry>& table, const GidPolicy& policy = GidPolicy(),
-                     const uint8_t* peer_gid = nullptr);
-bool gid_is_ipv4_mapped(const uint8_t gid[16]);
-std::string gid_text(const uint8_t gid[16]);  // inet_ntop's IPv6 form
 
 struct QpAttrs {
   ibv::ibv_qp_attr attr;
