@@ -135,10 +135,6 @@ ATTACKS = {
     "01-ex3-copy-the-h200": (
         "01", [], "ex3-sysfs-index", "test-ex3-sysfs-index",
         "k40_resource = lab01.h200_resource()\nk40_bar1_slot = 2"),
-    "02-ex0-prediction-bandwidth-in-gbit": (
-        "02", [], "ex0-predict", "ex0-predict-tests", "predicted_8b_us = 6.0\npredicted_256mib_gbps = 504.0"),
-    "03-ex0-prediction-like-host-memory": (
-        "03", [], "ex0-predict", "ex0-predict-tests", "predicted_gpu_reg_64k_us = 15.0"),
     "02-ex3-the-seed-p2p-figure": (
         "02", [], "ex3-p2p", "test-ex3-p2p",
         ('h200x2 = grading.dataset("h200x2-p2p-curriculum")\nat = h200x2.set_index(["peer_access", "size"])\n'
@@ -186,8 +182,6 @@ ATTACKS = {
         "04", [], "ex2-policy", "ex2-policy-tests",
         ('def choose_path(size, profile, gdr_ok=True):\n'
         '    return ("gdr" if gdr_ok else "gdrcopy") if size < 8192 else "pipelined"')),
-    "04-ex0-prediction-off-by-10x": (
-        "04", [], "ex0-predict", "ex0-predict-tests", "predicted_staged_over_pipelined_64mib = 26.0"),
     # lab 00 exercise 2: the BAR1 that maps all of a GPU's memory, tried on other GPUs
     "00-ex2-hard-coded-h200-bar1": (
         "00", ["00-h200-report"], "ex2-bar1", "test-ex2-bar1",
@@ -232,9 +226,6 @@ ATTACKS = {
         "05", ["05-dgx-a100-matrix-code", "ex2-nearest", "ex3-nccl-rule"], "ex-dgx-a100", "ex-dgx-a100-tests",
         ('dgx_nics = {g: {pick_nearest_nic({n: dgx.code(g, n) for n in dgx.nics})} for g in dgx.rows}\n'
          'dgx_gdr_default = False\ndgx_forced_distance = (7, 4)')),
-    "05-ex4-prediction-wrong-winner": (
-        "05", [], "ex4-predict-ab", "ex4-predict-ab-tests",
-        'predicted_winner_b = "gdr"\npredicted_ratio_a_over_b = 10.0'),
 }
 
 

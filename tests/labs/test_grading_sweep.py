@@ -264,3 +264,14 @@ def test_no_answer_comes_from_the_package_or_the_text(target):
                 break
     protected = [n for n in answers if n not in free and not _guessable(solved[n])]
     assert protected, f"{target}: every answer it grades passes without the skill: {free}"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.parent.name)
+def test_no_prediction_is_autograded(path):
+    """A notebook cannot show that a prediction was made before the data it predicts was seen, so
+    no autograded test reads a prediction (the hand-graded reason beside it carries the points)."""
+    cells = nbformat.read(path, as_version=4).cells
+    graded = [c for c in cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")
+              and not c.metadata["nbgrader"].get("solution")]
+    read = set().union(*(read_names(c.source) for c in graded)) if graded else set()
+    assert not sorted(n for n in read if n.startswith("predict")), f"{path.parent.name}: autograded predictions"
