@@ -10,8 +10,8 @@ answer replaced by:
     the lab has defined by then, and the scalars inside what they return; for an answer that is
     a function, every public function itself. Calls the exercise forbids (its answer cell's
     ``gdrlab.forbid``, which the grader's screen refuses) are not tried: they cannot be handed in;
-(b) every number written in the student's copy of the lab (text and code) and in the docs that
-    ship with it, and the seed articles' figures.
+(b) every number written in the student's copy of the lab (text and code), every number it prints
+    when a learner runs it all unfinished (quick mode, no GPU), and every number in the docs.
 
 A test cell's points are free when every answer it grades can be replaced so (each found alone,
 the others at the instructor's values): the test fails then, listing each answer and its source.
@@ -29,6 +29,7 @@ import io
 import json
 import math
 import numbers
+import os
 import re
 import signal
 import types
@@ -204,11 +205,39 @@ def _package_candidates(ns: dict, functions: dict[str, Any]) -> list[tuple[str, 
     return out
 
 
+_PRINTED: dict[str, str] = {}
+
+
+def _printed(lab_dir: str) -> str:
+    """What the student's copy prints when a learner runs it all, unfinished (quick mode, no GPU
+    here): the outputs a learner could copy numbers from. Run once per lab."""
+    if lab_dir not in _PRINTED:
+        nbclient = pytest.importorskip("nbclient")
+        student = STUDENT / lab_dir / f"{lab_dir}.ipynb"
+        nb = nbformat.read(student, as_version=4)
+        env_graded = os.environ.pop("NBGRADER_EXECUTION", None)  # a learner's own Run All
+        try:
+            nbclient.NotebookClient(nb, timeout=180, kernel_name="python3", allow_errors=True,
+                                    resources={"metadata": {"path": str(student.parent)}}).execute()
+        finally:
+            if env_graded is not None:
+                os.environ["NBGRADER_EXECUTION"] = env_graded
+        parts = []
+        for cell in nb.cells:
+            for out in cell.get("outputs", []):
+                parts.append("".join(out.get("text", "")))
+                for key in ("text/plain", "text/html", "text/markdown"):
+                    parts.append("".join(out.get("data", {}).get(key, "")))
+        _PRINTED[lab_dir] = "\n".join(parts)
+    return _PRINTED[lab_dir]
+
+
 def _text_numbers(lab_dir: str) -> list[tuple[str, Any]]:
     texts = []
     student = STUDENT / lab_dir / f"{lab_dir}.ipynb"
     if student.exists():
         texts.append(("student notebook", "\n".join("".join(c["source"]) for c in json.loads(student.read_text())["cells"])))
+        texts.append(("what the student notebook prints", _printed(lab_dir)))
     for doc in sorted((ROOT / "docs").glob("*.md")):
         texts.append((f"docs/{doc.name}", doc.read_text()))
     out: list[tuple[str, Any]] = []
