@@ -11,7 +11,7 @@ nbformat = pytest.importorskip("nbformat")
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "labs" / "source").glob("*/*.ipynb"))
-ROW = re.compile(r"^\| (\d\d) [^|]+\| (\d+) \| (\d+) \(([^)]*)\) \| (\d+) \|$", re.M)
+ROW = re.compile(r"^\| (\d\d) [^|]+\| (\d+) \| (\d+) \(([^)]*)\) \| (\d+) \|$", re.MULTILINE)
 
 
 def _graded(path: Path) -> tuple[int, int, set[str]]:
