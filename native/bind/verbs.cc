@@ -59,19 +59,11 @@ nb::dict device_dict(const DeviceInfo& info) {
 
 nb::dict conn_dict(const ConnInfo& c) {
   nb::dict d;
-  d["qpn"] = c.qpn;
-  d["psn"] = c.psn;
-  d["lid"] = c.lid;
-  d["link_layer"] = c.link_layer;
-  d["mtu"] = c.mtu;
-  d["gid"] = nb::bytes(reinterpret_cast<const char*>(c.gid), 16);
-  d["gid_index"] = c.gid_index;
-  d["roce_version"] = c.roce_version;
-  d["traffic_class"] = c.traffic_class;
-  d["service_level"] = c.service_level;
-  d["rkey"] = c.rkey;
-  d["addr"] = c.addr;
-  d["length"] = c.length;
+#define GDRLAB_CONN_NUMBER(f) d[#f] = c.f;
+#define GDRLAB_CONN_GID(f) d[#f] = nb::bytes(reinterpret_cast<const char*>(c.f), 16);
+  GDRLAB_CONN_FIELDS(GDRLAB_CONN_NUMBER, GDRLAB_CONN_GID)
+#undef GDRLAB_CONN_NUMBER
+#undef GDRLAB_CONN_GID
   return d;
 }
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/locked.h"
 
 namespace gdrlab {
 
@@ -73,14 +74,8 @@ void MemoryBudget::give_back(uint64_t host, uint64_t gpu) noexcept {
   gpu_used_ -= gpu;
 }
 
-uint64_t MemoryBudget::host_in_use() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return host_used_;
-}
+uint64_t MemoryBudget::host_in_use() const { return read_locked(mu_, host_used_); }
 
-uint64_t MemoryBudget::gpu_in_use() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return gpu_used_;
-}
+uint64_t MemoryBudget::gpu_in_use() const { return read_locked(mu_, gpu_used_); }
 
 }  // namespace gdrlab

@@ -6,15 +6,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/loaded.h"
 
 namespace gdrlab {
 namespace {
 
-struct Loaded {
-  CudaApi api;
-  bool ok = false;
-  std::string why;
-};
+using Loaded = LoadedLibrary<CudaApi>;
 
 Loaded& state() {
   static Loaded loaded;
@@ -59,26 +56,11 @@ Loaded& state() {
 
 }  // namespace
 
-const CudaApi& cuda() {
-  Loaded& L = state();
-  if (!L.ok) throw_unavailable(L.why);
-  return L.api;
-}
+const CudaApi& cuda() { return state().require(); }
 
-const CudaApi* cuda_if_loaded() noexcept {
-  try {
-    Loaded& L = state();
-    return L.ok ? &L.api : nullptr;
-  } catch (...) {
-    return nullptr;
-  }
-}
+const CudaApi* cuda_if_loaded() noexcept { return table_if_loaded(state); }
 
-bool cuda_usable(std::string* why) {
-  Loaded& L = state();
-  if (!L.ok && why) *why = L.why;
-  return L.ok;
-}
+bool cuda_usable(std::string* why) { return state().usable(why); }
 
 void cuda_check(CUresult r, const char* call, const char* file, int line) {
   if (r == CUDA_SUCCESS) return;

@@ -8,15 +8,12 @@ namespace {
 constexpr const char* kPathNames[] = {"host", "staged", "shared", "pipelined", "gdr"};
 constexpr const char* kWireNames[] = {"tcp", "verbs"};
 constexpr const char* kModeNames[] = {"lat", "bw", "verify"};  // the names of gdrlab.vocab.MODES
-static_assert(sizeof kPathNames / sizeof *kPathNames == static_cast<size_t>(Path::Max), "one name per path");
-static_assert(sizeof kWireNames / sizeof *kWireNames == static_cast<size_t>(Wire::Max), "one name per wire");
-static_assert(sizeof kModeNames / sizeof *kModeNames == static_cast<size_t>(Mode::Max), "one name per mode");
 
 }  // namespace
 
-const char* path_name(Path p) { return in_range<Path>(static_cast<unsigned>(p)) ? kPathNames[static_cast<int>(p)] : "?"; }
-const char* wire_name(Wire w) { return in_range<Wire>(static_cast<unsigned>(w)) ? kWireNames[static_cast<int>(w)] : "?"; }
-const char* mode_name(Mode m) { return in_range<Mode>(static_cast<unsigned>(m)) ? kModeNames[static_cast<int>(m)] : "?"; }
+const char* path_name(Path p) { return enum_name(kPathNames, p); }
+const char* wire_name(Wire w) { return enum_name(kWireNames, w); }
+const char* mode_name(Mode m) { return enum_name(kModeNames, m); }
 
 bool wire_carries(Wire wire, Path path) {
   if (!in_range<Path>(static_cast<unsigned>(path))) return false;

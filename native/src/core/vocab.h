@@ -15,6 +15,14 @@ constexpr bool in_range(unsigned long long code) {
   return code < static_cast<unsigned long long>(E::Max);
 }
 
+// The name of `e` from a table of one name per value of E (checked when compiled against E::Max);
+// "?" for a value out of range.
+template <class E, size_t N>
+const char* enum_name(const char* const (&names)[N], E e) {
+  static_assert(N == static_cast<size_t>(E::Max), "one name per value");
+  return in_range<E>(static_cast<unsigned long long>(e)) ? names[static_cast<size_t>(e)] : "?";
+}
+
 // The transfer paths of DESIGN.md. Codes are the TestSpec's path byte on the wire.
 enum class Path : uint8_t { Host = 0, Staged = 1, Shared = 2, Pipelined = 3, Gdr = 4, Max };
 // The wires the engine carries itself (library wires such as UCX live in Python).

@@ -49,55 +49,43 @@ void TcpEndpoint::to_device(const void* src) {
   GDRLAB_CU(*api_, cuStreamSynchronize, stream_.get());
 }
 
-void TcpEndpoint::send(bool) {
-  const size_t n = cfg_.size;
+// Where the wire reads and writes a message: the user's buffer (host), else the host buffer the
+// GPU copies go through (staged: the pageable one, shared: the pinned one).
+void* TcpEndpoint::wire_buffer() {
   switch (cfg_.path) {
-    case Path::Host:
-      wire_.send_data(static_cast<char*>(user_->host_ptr()) + offset_, n);
-      return;
+    case Path::Host: return static_cast<char*>(user_->host_ptr()) + offset_;
     case Path::Staged:
-      to_host(bounce_->host_ptr());
-      std::memcpy(host_->host_ptr(), bounce_->host_ptr(), n);
-      wire_.send_data(host_->host_ptr(), n);
-      return;
-    case Path::Shared:
-      to_host(host_->host_ptr());
-      wire_.send_data(host_->host_ptr(), n);
-      return;
-    case Path::Pipelined:
-      send_pipelined();
-      return;
-    case Path::Gdr:
-    case Path::Max: break;
+    case Path::Shared: return host_->host_ptr();
+    default: break;
   }
   throw_invalid(std::string("path '") + path_name(cfg_.path) + "' is not carried by the tcp wire");
 }
 
+void TcpEndpoint::send(bool) {
+  const size_t n = cfg_.size;
+  if (cfg_.path == Path::Pipelined) return send_pipelined();
+  void* out = wire_buffer();
+  if (cfg_.path == Path::Staged) {  // GPU -> pinned bounce -> the wire's pageable buffer
+    to_host(bounce_->host_ptr());
+    std::memcpy(out, bounce_->host_ptr(), n);
+  } else if (cfg_.path == Path::Shared) {
+    to_host(out);
+  }
+  wire_.send_data(out, n);
+}
+
 void TcpEndpoint::recv() {
   const size_t n = cfg_.size;
-  switch (cfg_.path) {
-    case Path::Host:
-      wire_.expect_data(n);
-      wire_.recv_raw(static_cast<char*>(user_->host_ptr()) + offset_, n);
-      return;
-    case Path::Staged:
-      wire_.expect_data(n);
-      wire_.recv_raw(host_->host_ptr(), n);
-      std::memcpy(bounce_->host_ptr(), host_->host_ptr(), n);
-      to_device(bounce_->host_ptr());
-      return;
-    case Path::Shared:
-      wire_.expect_data(n);
-      wire_.recv_raw(host_->host_ptr(), n);
-      to_device(host_->host_ptr());
-      return;
-    case Path::Pipelined:
-      recv_pipelined();
-      return;
-    case Path::Gdr:
-    case Path::Max: break;
+  if (cfg_.path == Path::Pipelined) return recv_pipelined();
+  void* in = wire_buffer();
+  wire_.expect_data(n);
+  wire_.recv_raw(in, n);
+  if (cfg_.path == Path::Staged) {  // the wire's pageable buffer -> pinned bounce -> GPU
+    std::memcpy(bounce_->host_ptr(), in, n);
+    to_device(bounce_->host_ptr());
+  } else if (cfg_.path == Path::Shared) {
+    to_device(in);
   }
-  throw_invalid(std::string("path '") + path_name(cfg_.path) + "' is not carried by the tcp wire");
 }
 
 // Sender: the chunk copies overlap the wire; each chunk is sent as soon as its copy completes.

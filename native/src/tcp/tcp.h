@@ -43,6 +43,7 @@ class TcpEndpoint : public TestEndpoint {
   const PathConfig& config() const { return cfg_; }
 
  private:
+  void* wire_buffer();
   void send_pipelined();
   void recv_pipelined();
   void to_host(void* dst);

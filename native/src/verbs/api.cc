@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/loaded.h"
 #include "core/knobs.h"
 #include "verbs/resources.h"
 
@@ -21,11 +22,7 @@ namespace {
 
 constexpr const char* kDefaultLibrary = "libibverbs.so.1";
 
-struct Loaded {
-  VerbsApi api;
-  bool ok = false;
-  std::string why;
-};
+using Loaded = LoadedLibrary<VerbsApi>;
 
 // Resolve a versioned symbol; fall back to the default version for libraries built without
 // symbol versioning (some distribution rebuilds).
@@ -185,26 +182,11 @@ std::string verbs_library_name() {
   return name;
 }
 
-const VerbsApi& verbs() {
-  Loaded& L = state();
-  if (!L.ok) throw_unavailable(L.why);
-  return L.api;
-}
+const VerbsApi& verbs() { return state().require(); }
 
-const VerbsApi* verbs_if_loaded() noexcept {
-  try {
-    Loaded& L = state();
-    return L.ok ? &L.api : nullptr;
-  } catch (...) {
-    return nullptr;
-  }
-}
+const VerbsApi* verbs_if_loaded() noexcept { return table_if_loaded(state); }
 
-bool verbs_usable(std::string* why) {
-  Loaded& L = state();
-  if (!L.ok && why) *why = L.why;
-  return L.ok;
-}
+bool verbs_usable(std::string* why) { return state().usable(why); }
 
 VerbsStatus verbs_status() {
   VerbsStatus s;

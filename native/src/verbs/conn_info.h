@@ -28,6 +28,12 @@ struct ConnInfo {
   uint64_t length = 0;
 };
 
+// ConnInfo's fields in order, for code that treats each alike (the binding's dict): X for a number,
+// G for the 16-byte GID.
+#define GDRLAB_CONN_FIELDS(X, G) \
+  X(qpn) X(psn) X(lid) X(link_layer) X(mtu) G(gid) X(gid_index) X(roce_version) X(traffic_class) X(service_level) \
+  X(rkey) X(addr) X(length)
+
 std::vector<uint8_t> encode_conn_info(const ConnInfo& c);
 // Throws Error(Protocol) on a short, long or malformed body (bad magic, version, QPN, PSN, MTU,
 // link layer).

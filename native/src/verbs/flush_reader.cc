@@ -53,18 +53,8 @@ void FlushReader::flush(uint64_t addr, uint32_t rkey) {
   sge.addr = reinterpret_cast<uint64_t>(sink_.get());
   sge.length = 1;
   sge.lkey = sink_mr_->lkey();
-  ibv::ibv_send_wr wr;
-  std::memset(&wr, 0, sizeof wr);
-  wr.wr_id = ++posted_;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = ibv::IBV_WR_RDMA_READ;
-  wr.send_flags = ibv::IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = addr;
-  wr.wr.rdma.rkey = rkey;
-  ibv::ibv_send_wr* bad = nullptr;
-  int rc = ibv::post_send(qp_->get(), &wr, &bad);
-  if (rc) throw_verbs("ibv_post_send", rc, "the RDMA READ that flushes GPUDirect RDMA writes");
+  qp_->post_rdma(ibv::IBV_WR_RDMA_READ, ++posted_, &sge, addr, rkey, true, 0,
+                 "the RDMA READ that flushes GPUDirect RDMA writes");
   using Clock = std::chrono::steady_clock;
   const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
   unsigned empty = 0;

@@ -104,12 +104,8 @@ std::string VerbsEndpoint::mechanism() const {
 void VerbsEndpoint::finish() { link_->wait_signaled(); }
 
 const char* gpu_flush_name(GpuFlush f) {
-  switch (f) {
-    case GpuFlush::None: return "none";
-    case GpuFlush::Host: return "cuFlushGPUDirectRDMAWrites";
-    case GpuFlush::Read: return "rdma-read";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"none", "cuFlushGPUDirectRDMAWrites", "rdma-read"};
+  return enum_name(kNames, f);
 }
 
 GpuFlush choose_gpu_flush(bool have_host_api, int options, int ordering) {
@@ -176,6 +172,7 @@ void VerbsEndpoint::settle() {
       // One byte at the start of the buffer the peer wrote, as NCCL reads data[last].
       flusher_->flush(land_mr_->addr(), land_mr_->rkey());
       return;
+    case GpuFlush::Max: break;
   }
 }
 

@@ -41,7 +41,7 @@ constexpr uint64_t kLandingSlots = 2;
 //   Host  cuFlushGPUDirectRDMAWrites (CUDA 11.3+, where attribute 117 has the HOST bit)
 //   Read  otherwise (older drivers, devices without the host flush): a 1-byte RDMA READ of the
 //         buffer on a queue pair connected to itself, as NCCL's net_ib does (FlushReader)
-enum class GpuFlush { None = 0, Host = 1, Read = 2 };
+enum class GpuFlush { None = 0, Host = 1, Read = 2, Max };
 const char* gpu_flush_name(GpuFlush f);
 // have_host_api: the driver exports cuFlushGPUDirectRDMAWrites; options and ordering: attributes
 // 117 and 118 (0 where the driver does not know them).

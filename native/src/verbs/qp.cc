@@ -244,21 +244,9 @@ uint64_t RcLink::write_imm(uint64_t laddr, uint32_t lkey, uint32_t len, uint64_t
   sge.addr = laddr;
   sge.length = len;
   sge.lkey = lkey;
-  ibv::ibv_send_wr wr;
-  std::memset(&wr, 0, sizeof wr);
   const uint64_t seq = posted_ + 1;
   signal = signal || ++unsignaled_ >= cfg_.sq_depth / 4;
-  wr.wr_id = seq;
-  wr.sg_list = len ? &sge : nullptr;
-  wr.num_sge = len ? 1 : 0;
-  wr.opcode = ibv::IBV_WR_RDMA_WRITE_WITH_IMM;
-  wr.send_flags = signal ? ibv::IBV_SEND_SIGNALED : 0;
-  wr.imm_data = htonl(imm);
-  wr.wr.rdma.remote_addr = raddr;
-  wr.wr.rdma.rkey = rkey;
-  ibv::ibv_send_wr* bad = nullptr;
-  int rc = ibv::post_send(qp_->get(), &wr, &bad);
-  if (rc) throw_verbs("ibv_post_send", rc);
+  qp_->post_rdma(ibv::IBV_WR_RDMA_WRITE_WITH_IMM, seq, len ? &sge : nullptr, raddr, rkey, signal, htonl(imm));
   posted_ = seq;
   if (signal) {
     last_signaled_ = seq;
@@ -279,16 +267,7 @@ void RcLink::drain() {
     // it consumes no receive on the peer. It names the peer's real region (set_drain_target), not
     // address 0 / rkey 0, which some adapters refuse even for zero bytes.
     if (!drain_rkey_) throw_invalid("drain before the peer's region is known");
-    ibv::ibv_send_wr wr;
-    std::memset(&wr, 0, sizeof wr);
-    wr.wr_id = ++posted_;
-    wr.opcode = ibv::IBV_WR_RDMA_WRITE;
-    wr.send_flags = ibv::IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = drain_addr_;
-    wr.wr.rdma.rkey = drain_rkey_;
-    ibv::ibv_send_wr* bad = nullptr;
-    int rc = ibv::post_send(qp_->get(), &wr, &bad);
-    if (rc) throw_verbs("ibv_post_send", rc);
+    qp_->post_rdma(ibv::IBV_WR_RDMA_WRITE, ++posted_, nullptr, drain_addr_, drain_rkey_, true);
     last_signaled_ = posted_;
     unsignaled_ = 0;
   }

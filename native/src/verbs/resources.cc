@@ -16,6 +16,7 @@
 #include "core/cuda_api.h"
 #include "core/error.h"
 #include "core/knobs.h"
+#include "core/vocab.h"
 #include "verbs/hca.h"
 
 namespace gdrlab {
@@ -359,12 +360,8 @@ ProtectionDomain::~ProtectionDomain() {
 
 // ----------------------------------------------------------------------------- MemoryRegion
 const char* mr_mechanism_name(MrMechanism m) {
-  switch (m) {
-    case MrMechanism::Host: return "host";
-    case MrMechanism::DmaBuf: return "dmabuf";
-    case MrMechanism::PeerMem: return "peermem";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"host", "dmabuf", "peermem"};
+  return enum_name(kNames, m);
 }
 
 std::unique_ptr<MemoryRegion> MemoryRegion::register_host(std::shared_ptr<ProtectionDomain> pd, void* addr,
@@ -495,6 +492,22 @@ QueuePair::QueuePair(std::shared_ptr<ProtectionDomain> pd, ibv::ibv_qp_init_attr
 
 QueuePair::~QueuePair() {
   if (const VerbsApi* api = verbs_if_loaded(); api && qp_) api->destroy_qp(qp_);
+}
+
+void QueuePair::post_rdma(ibv::ibv_wr_opcode opcode, uint64_t wr_id, ibv::ibv_sge* sge, uint64_t raddr, uint32_t rkey,
+                          bool signaled, uint32_t imm_be, const std::string& context) {
+  ibv::ibv_send_wr wr;
+  std::memset(&wr, 0, sizeof wr);
+  wr.wr_id = wr_id;
+  wr.sg_list = sge;
+  wr.num_sge = sge ? 1 : 0;
+  wr.opcode = opcode;
+  wr.send_flags = signaled ? ibv::IBV_SEND_SIGNALED : 0;
+  wr.imm_data = imm_be;
+  wr.wr.rdma.remote_addr = raddr;
+  wr.wr.rdma.rkey = rkey;
+  ibv::ibv_send_wr* bad = nullptr;
+  if (int rc = ibv::post_send(qp_, &wr, &bad)) throw_verbs("ibv_post_send", rc, context);
 }
 
 }  // namespace gdrlab

@@ -146,7 +146,7 @@ class ProtectionDomain {
   ibv::ibv_pd* pd_ = nullptr;
 };
 
-enum class MrMechanism { Host = 0, DmaBuf = 1, PeerMem = 2 };
+enum class MrMechanism { Host = 0, DmaBuf = 1, PeerMem = 2, Max };
 const char* mr_mechanism_name(MrMechanism m);
 
 // What register_device may use: Auto tries dma-buf, then peer memory. Raw passes the GPU pointer
@@ -219,6 +219,11 @@ class QueuePair {
   QueuePair(const QueuePair&) = delete;
   QueuePair& operator=(const QueuePair&) = delete;
   ibv::ibv_qp* get() const { return qp_; }
+  // Posts one RDMA work request (RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ) of `sge` (nullptr:
+  // no data) against the peer's raddr in rkey's region; imm_be: the immediate, in network order.
+  // Throws Verbs naming `context` when the post fails.
+  void post_rdma(ibv::ibv_wr_opcode opcode, uint64_t wr_id, ibv::ibv_sge* sge, uint64_t raddr, uint32_t rkey,
+                 bool signaled, uint32_t imm_be = 0, const std::string& context = "");
 
  private:
   std::shared_ptr<ProtectionDomain> pd_;

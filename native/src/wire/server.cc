@@ -11,6 +11,7 @@
 
 #include "core/cuda_api.h"
 #include "core/error.h"
+#include "core/locked.h"
 #include "wire/server_clock.h"
 #include "wire/session.h"
 
@@ -94,20 +95,11 @@ void Server::add_wire(FrameType request, RequestHandler handler) {
   handlers_.emplace_back(request, std::move(handler));
 }
 
-uint64_t Server::clients_served() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return served_;
-}
+uint64_t Server::clients_served() const { return read_locked(mu_, served_); }
 
-int Server::active_sessions() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return sessions_;
-}
+int Server::active_sessions() const { return read_locked(mu_, sessions_); }
 
-int Server::session_threads() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return threads_;
-}
+int Server::session_threads() const { return read_locked(mu_, threads_); }
 
 uint64_t Server::busy_refusals() const {
   std::lock_guard<std::mutex> lock(mu_);
