@@ -5,6 +5,8 @@ import argparse
 import sys
 from typing import Any
 
+from ..hw.storage import doctor_lines
+from ..hw.storage import probe as storage_probe
 from ..knobs import in_effect
 from ._common import Subparsers, add_command, emit_json, table
 
@@ -89,7 +91,6 @@ def render(report: dict[str, Any]) -> str:
         lines += ["", "Environment (docs/cluster.md; the values in effect, defaults in parentheses)"]
         lines += [f"  {k['name']:<34} {k['value']}" + (f"  (from {k['set_by']})" if k["set_by"] not in ("", k["name"])
                                                         else "") for k in report["knobs"]]
-    from ..hw.storage import doctor_lines
     lines += doctor_lines(report.get("storage"))
     lines += ["", "Paths"]
     for k, v in report["paths"].items():
@@ -102,7 +103,6 @@ def render(report: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     from ..hw import discover
     from ..hw.pyverbs import pyverbs_status
-    from ..hw.storage import probe as storage_probe
 
     report = discover(args.sysfs)
     report["pyverbs"] = pyverbs_status()

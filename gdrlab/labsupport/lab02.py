@@ -231,7 +231,7 @@ def placement_table(profiles: tuple[str, ...] = PLACEMENT_PROFILES, size: int = 
     rows = []
     for name in profiles:
         prof = model.get_profile(name)
-        row = {"profile": name, "machine": prof.description.split(", ")[0].split(" (")[0]}
+        row: dict[str, str | float] = {"profile": name, "machine": prof.description.split(", ")[0].split(" (")[0]}
         for placement in ("same-switch", "cross-socket"):
             row[f"gdr_gbps_{placement}"] = round(float(model.bandwidth_gbps(name, "gdr", [size], placement=placement)[0]), 2)
         rows.append(row)

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import provenance
+from ..hw import storage
+from ..recorded import data_dir, load
+from . import SIZE_TICKS, lab05
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,8 +37,6 @@ NO_RECORDING = ("no recording of this machine is shipped: gdrlab/data/recorded h
 
 def storage_status() -> tuple[dict[str, Any], str]:
     """This machine's cuFile probe (``gdrlab.hw.storage.probe``) and one paragraph about it."""
-    from ..hw import storage
-
     rep = storage.probe()
     return rep, "\n".join(line.strip() for line in storage.doctor_lines(rep)[1:])
 
@@ -44,8 +45,6 @@ def live_storage(sizes: list[int] | None = None, folder: str | None = None) -> t
     """Read a file into GPU memory three ways now (cuFile where it loads), from ``folder`` (default:
     /dev/shm, else a temporary folder): ``(rows, why)``; ``(None, why)`` without a GPU."""
     import pandas as pd
-
-    from ..hw import storage
 
     sizes = sizes or [64 * KiB, MiB, 16 * MiB]
     try:
@@ -91,8 +90,6 @@ def recorded_storage(folder: str | None = None) -> tuple[pd.DataFrame | None, st
     ``gdrlab/data/recorded`` or ``folder``) as one DataFrame with the sidecar's provenance, and a
     line saying what it is; ``(None, NO_RECORDING)`` when none ships."""
     import pandas as pd
-
-    from ..recorded import data_dir
 
     d = Path(folder) if folder else data_dir()
     files = sorted(d.glob("*-storage-*.csv")) if d.is_dir() else []
@@ -142,8 +139,6 @@ def recorded_mode_note(df: pd.DataFrame) -> str:
 # ----------------------------------------------------------------------------- the storage model
 def _recorded_rate(name: str) -> tuple[float, float, str]:
     """(bw at the largest size GB/s, latency at the smallest size µs, label) of a recorded copy sweep."""
-    from ..recorded import load
-
     df = load(name).sort_values("size")
     return float(df["bw_gbps"].iloc[-1]), float(df["lat_p50_us"].iloc[0]), provenance.label(df)
 
@@ -167,7 +162,6 @@ def storage_params() -> dict[str, tuple[float, str]]:
         params["copy_launch_us"] = (round(lat, 2), f"{label}, smallest size")
         bw, _, label = _recorded_rate("h200-copy-h2d-pageable")
         params["h2d_pageable_gbps"] = (round(bw, 2), f"{label}, largest size")
-        from ..recorded import load
         cur = load("h200-curriculum")
         mem = cur.loc[cur.get("stage") == "memcpy", "bw_gbps"]
         params["memcpy_gbps"] = (float(mem.iloc[0]), f"{provenance.label(cur)}, host memcpy, one thread")
@@ -221,8 +215,6 @@ def storage_figure(df: pd.DataFrame, y: str = "bw_gbps", measured: bool = False)
     """Bandwidth (or time) against size, one line per method (and storage/cache for measured rows)."""
     import plotly.graph_objects as go
 
-    from . import SIZE_TICKS
-
     fig = go.Figure()
     if measured:
         keys = ["storage", "cache", "method"] if "storage" in df else ["method"]
@@ -244,8 +236,6 @@ def storage_figure(df: pd.DataFrame, y: str = "bw_gbps", measured: bool = False)
 def gpu_nvme_pairs() -> tuple[pd.DataFrame, str]:
     """This machine's GPU/storage pairs with nvidia-smi's PCIe code (lab 05's topology code on the
     devices sysfs shows), and what was found."""
-    from . import lab05
-
     table, why = lab05.own_pairs()
     if table.empty:
         return table, why
@@ -293,8 +283,6 @@ def proxy_model(sizes: list[int] | None = None, link_gbps: float = 50.0, nic_mop
 
 def proxy_figure(df: pd.DataFrame) -> go.Figure:
     import plotly.graph_objects as go
-
-    from . import SIZE_TICKS
 
     fig = go.Figure()
     for who, g in df.groupby("initiator", sort=False):

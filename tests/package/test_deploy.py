@@ -188,7 +188,7 @@ def test_binder_postbuild_in_a_plain_venv(tmp_path):
                            cwd=tmp_path, capture_output=True, text=True).stdout
     assert where.startswith(str(tmp_path / "venv")), where
     work = tmp_path / "home" / "gdrlab-labs"
-    assert sorted(p.name for p in work.iterdir()) == LABS
+    assert sorted(p.name for p in work.iterdir()) == sorted([*LABS, "docs"])  # docs/: the pages the labs link
     lab_ext = subprocess.run([venv_py, "-m", "jupyter", "labextension", "list"], env=env, capture_output=True,
                              text=True).stdout + subprocess.run([venv_py, "-m", "jupyter", "labextension", "list"],
                                                                  env=env, capture_output=True, text=True).stderr

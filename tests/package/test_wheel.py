@@ -142,7 +142,7 @@ def test_gdrlab_lab_from_the_wheel_serves_student_copies(venv, tmp_path):
     try:
         _wait_for_server(base, proc, 90 * TIME_SCALE)
         top = _get(f"{base}/api/contents?token={TOKEN}")
-        assert sorted(e["name"] for e in top["content"] if e["type"] == "directory") == LABS
+        assert sorted(e["name"] for e in top["content"] if e["type"] == "directory") == sorted([*LABS, "docs"])
         for lab in LABS:
             listing = _get(f"{base}/api/contents/{lab}?token={TOKEN}")
             (nb_name,) = [e["name"] for e in listing["content"] if e["type"] == "notebook"]
