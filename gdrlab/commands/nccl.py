@@ -40,12 +40,13 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
                             title="instead of a run (optional)")
     parse = sub2.add_parser("parse", help="read a saved NCCL_DEBUG=INFO log",
                             description="Which transport NCCL chose for each pair of ranks and why, from "
-                                        "a log file or the name of a recorded log (see `gdrlab nccl recorded`).")
+                                        "a log file or the name of a shipped log (default, p2p_off, "
+                                        "p2p_shm_off, issue-707, ...: see `gdrlab nccl recorded`).")
     parse.add_argument("logfile", metavar="LOGFILE")
     # SUPPRESS keeps `gdrlab nccl --json parse F` working: the parent's value is not overwritten
     parse.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                        help="print one JSON document on stdout and nothing else")
-    rec = sub2.add_parser("recorded", help="the runs recorded on two NVLinked H200s")
+    rec = sub2.add_parser("recorded", help="the runs recorded on two NVLinked H200s, and the published logs")
     rec.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                      help="print one JSON document on stdout and nothing else")
     return p
@@ -55,17 +56,63 @@ def _fmt(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return table([{k: (f"{v:.2f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows], columns)
 
 
+RECORDED_PREFIX = "h200x2-nvlink-"
+
+
+def _short_published(stem: str) -> str:
+    """``nccl-issue-1151-gdr-distance`` -> ``issue-1151``: the NCCL issue the excerpt comes from."""
+    parts = stem.split("-")
+    if len(parts) >= 3 and parts[0] == "nccl" and parts[1] == "issue" and parts[2].isdecimal():
+        return f"issue-{parts[2]}"
+    return stem
+
+
+def log_names() -> dict[str, tuple[Path, str]]:
+    """Every name ``gdrlab nccl parse`` takes for a shipped log: ``{name: (path, source)}``. The
+    recorded H200 runs answer to the names ``gdrlab nccl recorded`` lists (``default``) and their
+    file names; the published excerpts to ``issue-NNN`` and their file names."""
+    from ..nccl import published_logs, recorded_logs
+
+    out: dict[str, tuple[Path, str]] = {}
+    for stem, path in recorded_logs().items():
+        short = stem.removeprefix(RECORDED_PREFIX)
+        out[short] = out[stem] = (path, f"recorded:{short}")
+    for stem, path in published_logs().items():
+        short = _short_published(stem)
+        out[short] = out[stem] = (path, f"published:{short}")
+    return out
+
+
+def short_names() -> list[str]:
+    """The short names, recorded runs first: what messages and listings show."""
+    seen: list[str] = []
+    for _, source in log_names().values():
+        short = source.split(":", 1)[1]
+        if short not in seen:
+            seen.append(short)
+    return seen
+
+
 def _read_log(name: str) -> tuple[str, str]:
     from ..errors import InvalidArgument
-    from ..nccl import recorded_logs
 
     path = Path(name)
     if path.is_file():
         return path.read_text(errors="replace"), str(path)
-    recorded = recorded_logs()
-    if name in recorded:
-        return recorded[name].read_text(), f"recorded:{name}"
-    raise InvalidArgument(f"no such log file: {name} (recorded logs: {', '.join(recorded)})")
+    shipped = log_names()
+    if name in shipped:
+        found, source = shipped[name]
+        return found.read_text(), source
+    raise InvalidArgument(f"no such log file: {name} (shipped logs: {', '.join(short_names())})")
+
+
+def _published_provenance(source: str) -> dict[str, Any]:
+    from .. import provenance
+
+    issue = source.split(":", 1)[1].removeprefix("issue-")
+    return provenance.recorded(f"a user's machine, as posted in NVIDIA/nccl issue #{issue} "
+                               f"(https://github.com/NVIDIA/nccl/issues/{issue}); an excerpt, not measured by gdrlab",
+                               file=source)
 
 
 def _print_parsed(parsed: dict[str, Any], explain_lines: list[str]) -> None:
@@ -91,6 +138,8 @@ def _run_parse(args: argparse.Namespace) -> int:
         if source.startswith("recorded:"):
             from ..nccl import recorded_summary
             prov = provenance.derived(recorded_summary()["provenance"], file=source)
+        elif source.startswith("published:"):
+            prov = _published_provenance(source)
         emit_json(dict(parsed, explain=explain(parsed), provenance=prov))
     else:
         print(f"{source}:")
@@ -102,13 +151,21 @@ def _run_recorded(args: argparse.Namespace) -> int:
     from ..nccl import recorded_summary
 
     summary = recorded_summary()
+    published = [{"name": source.split(":", 1)[1], "log": path.stem, "source": source}
+                 for name, (path, source) in log_names().items()
+                 if source.startswith("published:") and name == path.stem]
     if args.json:
         from ._common import emit_json
-        emit_json(summary)
+        emit_json(dict(summary, published=published))
         return 0
     print(_fmt(summary["runs"], RUN_COLUMNS))
     prov = summary["provenance"]
     print(f"\nrecorded {prov['date']} on {prov['hardware']}; {prov['software']}")
+    if published:
+        print("\nPublished excerpts with NCCL's GPUDirect RDMA decisions over InfiniBand (users' logs "
+              "from NVIDIA/nccl issues, not measured here): " + ", ".join(p["name"] for p in published))
+    print("\nRead any of them: gdrlab nccl parse NAME (e.g. gdrlab nccl parse "
+          + (published[0]["name"] if published else "default") + ")")
     return 0
 
 

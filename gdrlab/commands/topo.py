@@ -12,9 +12,11 @@ from ._common import Subparsers, add_command, emit_json
 if TYPE_CHECKING:
     from ..topology import Topology
 
+MAX_MATRIX_READ = 1 << 20  # the matrix reader's own limit; a larger file is refused by it, not read whole
 HELP = "GPU/NIC distance matrix (nvidia-smi topo -m codes), nearest NIC, NCCL's GDR choice"
 DESCRIPTION = ("Builds the PCIe tree from this machine's sysfs, a recorded sysfs tree or an hwloc "
-               "XML export (lstopo --of xml) and classifies every GPU/GPU and GPU/NIC pair.")
+               "XML export (lstopo --of xml), or reads the text `nvidia-smi topo -m` printed "
+               "(--matrix), and classifies every GPU/GPU and GPU/NIC pair.")
 
 LEGEND = """Legend:
 
@@ -28,7 +30,7 @@ LEGEND = """Legend:
 
 
 NOTHING_FOUND_HINT = ("To look at real machines instead: gdrlab topo --list (the shipped ones), "
-                      "then gdrlab topo --hwloc-xml NAME")
+                      "then gdrlab topo --hwloc-xml NAME or gdrlab topo --matrix NAME")
 
 
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
@@ -37,7 +39,11 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     src.add_argument("--hwloc-xml", metavar="FILE",
                      help="an hwloc XML export, or the name of a shipped machine (see --list)")
     src.add_argument("--sysfs", metavar="ROOT", help="a sysfs root (default: this machine, /)")
-    src.add_argument("--list", action="store_true", help="list the shipped recorded machines")
+    src.add_argument("--matrix", metavar="FILE",
+                     help="the text `nvidia-smi topo -m` printed (saved to a file), or the name of a shipped "
+                          "matrix (see --list)")
+    src.add_argument("--list", action="store_true",
+                     help="list the shipped recorded machines (hwloc XML) and nvidia-smi matrices")
     p.add_argument("--gdr-level", default=None,
                    help="NCCL_NET_GDR_LEVEL to apply (name or 0-5; default: $NCCL_NET_GDR_LEVEL, else NCCL's PXB)")
     return p
@@ -80,6 +86,63 @@ def render(topo: Topology, level: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def render_matrix(report: dict) -> str:
+    """A matrix report (:func:`gdrlab.topology.matrix_report`) laid out as :func:`render` lays out a
+    tree: the rows the text holds, the legends, then nearest NIC, GDR and NUMA per GPU."""
+    names = [d["name"] for d in report["devices"]]
+    m = report["matrix"]
+    width = max([len(c) for c in names] + [5]) + 1
+    cpus = {g: report["numa"][g]["cpus"] or "N/A" for g in report["numa"]}
+    cpu_w = max([len(c) for c in cpus.values()] + [len("CPU Affinity")]) + 2
+    lines = [f"Topology: {report['source']}",
+             " " * width + "".join(c.ljust(width) for c in names) + "CPU Affinity".ljust(cpu_w) + "NUMA Affinity"]
+    for n in report["rows"]:
+        numa = report["numa"].get(n, {}).get("numa_node")
+        lines.append(n.ljust(width) + "".join((m[n][o] or "?").ljust(width) for o in names)
+                     + (cpus.get(n, "N/A")).ljust(cpu_w) + (str(numa) if numa is not None else "N/A"))
+    lines += ["", LEGEND]
+    nics = [d for d in report["devices"] if d["kind"] == "nic"]
+    if report["nic_legend"]:
+        lines += ["", "NIC Legend:", ""] + [f"  {k}: {v}" for k, v in report["nic_legend"].items()]
+    elif nics:
+        lines += ["", f"NIC Legend: not in this text, so the NICs keep nvidia-smi's names ({nics[0]['name']}...)"]
+    if report["gdr"]:
+        lines += ["", "Per GPU: nearest NIC, NCCL's GDR decision, NUMA binding"]
+        for g, per_nic in report["gdr"].items():
+            nic = report["nearest_nic"][g]
+            numa = report["numa"][g]
+            lines.append(f"  {g}: nearest NIC {nic or 'unknown (no row for it here)'}"
+                         + (f"; {per_nic[nic]['reason']}" if nic else "")
+                         + (f"; bind with `{numa['numactl']}`" if numa["numactl"] else f"; {numa['reason']}"))
+    if report["notes"]:
+        lines += [""] + [f"Note: {n}" for n in report["notes"]]
+    return "\n".join(lines)
+
+
+def _run_matrix(args: argparse.Namespace, level: str | None) -> int:
+    from ..errors import InvalidArgument
+    from ..topology import matrix_report, parse_topo_matrix, recorded_matrices
+
+    shipped = recorded_matrices()
+    name = args.matrix
+    if name in shipped and not os.path.exists(name):
+        path, source = shipped[name], f"recorded nvidia-smi topo -m of {name} (shipped with gdrlab)"
+    else:
+        path, source = name, f"nvidia-smi topo -m text in {name}"
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(MAX_MATRIX_READ + 1)
+    except OSError as e:
+        raise InvalidArgument(f"cannot read {name}: {e.strerror or e} (shipped matrices: "
+                              f"{', '.join(shipped) or 'none'})") from None
+    report = matrix_report(parse_topo_matrix(text), source, level)
+    if args.json:
+        emit_json(report)
+    else:
+        print(render_matrix(report))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from ..topology import (
         PciTreeWarning,
@@ -87,18 +150,24 @@ def run(args: argparse.Namespace) -> int:
         from_sysfs,
         parse_gdr_level,
         recorded_machines,
+        recorded_matrices,
     )
 
     machines = recorded_machines()
     if args.list:
+        matrices = recorded_matrices()
         if args.json:
-            emit_json({name: str(path) for name, path in machines.items()})
+            emit_json({name: str(path) for name, path in {**machines, **matrices}.items()})
         else:
-            print("\n".join(f"{n}  {p}" for n, p in machines.items()))
+            w = max(len(n) for n in [*machines, *matrices, "x"])
+            print("\n".join([f"{n.ljust(w)}  --hwloc-xml {n}   {p}" for n, p in machines.items()]
+                            + [f"{n.ljust(w)}  --matrix {n}   {p}" for n, p in matrices.items()]))
         return 0
     level = args.gdr_level if args.gdr_level is not None else os.environ.get("NCCL_NET_GDR_LEVEL") or None
     if level is not None:
         parse_gdr_level(level)  # a bad value is a clear error here, not deep inside
+    if args.matrix:
+        return _run_matrix(args, level)
     # An impossible PCI tree is reported once: inside the document with --json (its `warnings`),
     # else as one line on stderr; never as Python's warning text with a source line.
     with warnings.catch_warnings():
@@ -107,6 +176,10 @@ def run(args: argparse.Namespace) -> int:
             path = args.hwloc_xml
             if path in machines and not os.path.exists(path):
                 path = machines[path]
+            elif path in recorded_matrices() and not os.path.exists(path):
+                from ..errors import InvalidArgument
+                raise InvalidArgument(f"{path} is an nvidia-smi topo -m matrix, not an hwloc XML export: "
+                                      f"gdrlab topo --matrix {path}")
             topo = from_hwloc(path)
         else:
             topo = from_sysfs(args.sysfs or "/")

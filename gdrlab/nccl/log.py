@@ -271,7 +271,8 @@ def _gdr_reasons(out: dict, reasons: _Reasons) -> None:
         d, lim = path_type_name(g["distance"], out["version"]), path_type_name(g["limit"], out["version"])
         g["distance_type"], g["limit_type"] = d, lim
         named = (f" ({d} {g['op']} {lim})" if d and lim else
-                 " (path type numbers: name them with the NCCL version, see path_type_name)")
+                 " (path type numbers, whose names depend on the NCCL version and this log's version does not "
+                 "settle: NCCL 2.12 to 2.25 number PIX 3, PXB 4, PHB 6, SYS 7; 2.26 and later one more)")
         verdict = "uses GPUDirect RDMA" if g["enabled"] else "does not use GPUDirect RDMA (it stages through host memory)"
         _add_reason(reasons, g["message"], f"topology decision: NCCL {verdict} between GPU {g['gpu']} and HCA "
                     f"{g['hca']}, path type {g['distance']} {g['op']} limit {g['limit']}{named}; the limit is "

@@ -8,7 +8,7 @@ from .. import provenance
 from ..errors import InvalidArgument
 from ._tree import CODE_ORDER, Node, PairCodes, format_cpulist
 
-__all__ = ["Topology", "parse_gdr_level", "NCCL_DEFAULT_GDR_LEVEL", "MAX_DEVICES"]
+__all__ = ["Topology", "parse_gdr_level", "gdr_verdict", "NCCL_DEFAULT_GDR_LEVEL", "MAX_DEVICES"]
 
 # The most GPUs and NICs a reader takes (nvidia-smi matrices and hwloc exports alike): every
 # matrix is n x n, and the largest real machines have a few dozen.
@@ -46,6 +46,26 @@ def parse_gdr_level(level: Any) -> str:
     raise InvalidArgument(
         f"NCCL_NET_GDR_LEVEL={text!r} is not a level NCCL knows: use one of "
         f"{', '.join(_NCCL_PATHS)} or a number 0-5")
+
+
+def gdr_verdict(gpu: str, nic: str, code: str, why: str, level: Any = None) -> dict:
+    """NCCL's GPUDirect RDMA rule for one GPU/NIC pair whose nvidia-smi code is ``code`` (``why``
+    says what lies between them): GDR when the path is no farther than ``NCCL_NET_GDR_LEVEL``
+    (``level``; None is NCCL's default, PXB). Shared by the tree readers and the matrix reader."""
+    if code == "SOC":  # drivers before 2017 printed SOC for SYS
+        code = "SYS"
+    if code not in _SMI_TO_NCCL:
+        raise InvalidArgument(f"{gpu} to {nic} is {code!r}, not a PCIe path code (PIX, PXB, PHB, NODE, SYS)")
+    lvl = NCCL_DEFAULT_GDR_LEVEL if level is None else parse_gdr_level(level)
+    path = _SMI_TO_NCCL[code]
+    use = _NCCL_PATHS.index(path) <= _NCCL_PATHS.index(lvl)
+    origin = ("NCCL's default level PXB" if level is None
+              else f"NCCL_NET_GDR_LEVEL={level} ({lvl})")
+    alias = f" (NCCL calls it {path})" if path != code else ""
+    verdict = "uses" if use else "does not use"
+    reason = (f"{gpu} to {nic} is {code}{alias}: {why}; with {origin} NCCL {verdict} "
+              f"GPUDirect RDMA ({path} {'<=' if use else '>'} {lvl})")
+    return {"use_gdr": bool(use), "code": code, "nccl_path": path, "level": lvl, "reason": reason}
 
 
 class Topology:
@@ -170,16 +190,7 @@ class Topology:
         if self.device(nic)["kind"] != "nic":
             raise InvalidArgument(f"{nic} is not a NIC")
         code, why = self.pcie_code(gpu, nic)
-        lvl = NCCL_DEFAULT_GDR_LEVEL if level is None else parse_gdr_level(level)
-        path = _SMI_TO_NCCL[code]
-        use = _NCCL_PATHS.index(path) <= _NCCL_PATHS.index(lvl)
-        origin = ("NCCL's default level PXB" if level is None
-                  else f"NCCL_NET_GDR_LEVEL={level} ({lvl})")
-        alias = f" (NCCL calls it {path})" if path != code else ""
-        verdict = "uses" if use else "does not use"
-        reason = (f"{gpu} to {nic} is {code}{alias}: {why}; with {origin} NCCL {verdict} "
-                  f"GPUDirect RDMA ({path} {'<=' if use else '>'} {lvl})")
-        return {"use_gdr": bool(use), "code": code, "nccl_path": path, "level": lvl, "reason": reason}
+        return gdr_verdict(gpu, nic, code, why, level)
 
     # ------------------------------------------------------------------ NUMA
     def numa_binding(self, gpu: str) -> dict:

@@ -18,7 +18,7 @@ from ..errors import InvalidArgument
 from ._topo import MAX_DEVICES
 from ._tree import CODE_ORDER
 
-__all__ = ["TopoMatrix", "parse_topo_matrix", "recorded_matrices", "MAX_MATRIX_CHARS"]
+__all__ = ["TopoMatrix", "parse_topo_matrix", "recorded_matrices", "matrix_report", "MAX_MATRIX_CHARS"]
 
 _DATA = Path(__file__).resolve().parent.parent / "data" / "topo-matrix"
 MAX_MATRIX_CHARS = 1 << 20          # a 64-GPU, 64-NIC matrix is about 40 kB
@@ -205,3 +205,82 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
 def recorded_matrices() -> dict[str, Path]:
     """The shipped matrices of real machines: ``{name: path}`` (each cited in the folder's README)."""
     return {p.stem: p for p in sorted(_DATA.glob("*.txt"))}
+
+
+# What each code means, in nvidia-smi's own legend's words (shortened), for the matrix's GDR reasons.
+_MEANING = {
+    "PIX": "at most a single PCIe bridge between them",
+    "PXB": "multiple PCIe bridges, without the PCIe host bridge",
+    "PHB": "PCIe and a PCIe host bridge (typically the CPU)",
+    "NODE": "PCIe and the interconnect between PCIe host bridges within one NUMA node",
+    "SYS": "PCIe and the SMP interconnect between NUMA nodes (e.g. QPI/UPI, AMD's Infinity Fabric)",
+    "SOC": "PCIe and the SMP interconnect between NUMA nodes (SOC: drivers before 2017 wrote SYS so)",
+}
+
+
+def matrix_report(matrix: TopoMatrix, source: str, level: object = None) -> dict:
+    """What ``gdrlab topo`` reports for a tree, read from a matrix instead: the codes as printed,
+    each GPU's nearest NIC, NCCL's GDR decision for every GPU/NIC pair whose code the text holds,
+    and each GPU's NUMA binding. Keys as :meth:`gdrlab.topology.Topology.to_json` has them
+    (``matrix``, ``nearest_nic``, ``gdr``, ``numa``), plus ``rows`` (the devices whose row the
+    text holds), ``nic_legend`` and ``notes`` (what an excerpt leaves out). ``level`` is
+    ``NCCL_NET_GDR_LEVEL`` (None: NCCL's default, PXB)."""
+    from .. import provenance
+    from ._topo import _natural_key, gdr_verdict
+
+    gpus, nics = matrix.gpus, sorted(matrix.nics, key=_natural_key)
+    full: dict[str, dict[str, str | None]] = {a: {b: matrix.code(a, b) for b in matrix.columns}
+                                              for a in matrix.columns}
+    gdr: dict[str, dict[str, dict]] = {}
+    nearest: dict[str, str | None] = {}
+    numa: dict[str, dict] = {}
+    missing: list[str] = []
+    for g in gpus:
+        gdr[g] = {}
+        best: tuple[int, str] | None = None
+        for nic in nics:
+            code = full[g][nic]
+            if code is None:
+                continue
+            shown = nic if matrix.nic_device(nic) == nic else f"{nic} ({matrix.nic_device(nic)})"
+            gdr[g][nic] = gdr_verdict(g, shown, code, _MEANING.get(code, "as nvidia-smi printed it"), level)
+            rank = CODE_ORDER.index(gdr[g][nic]["code"])
+            if best is None or rank < best[0]:
+                best = (rank, nic)
+        nearest[g] = best[1] if best else None
+        if nics and best is None:
+            missing.append(g)
+        node = matrix.numa_affinity.get(g, "")
+        cpus = matrix.cpu_affinity.get(g, "")
+        if node.isdecimal() and len(node) <= 6:
+            numa[g] = {"numa_node": int(node), "cpus": cpus,
+                       "numactl": f"numactl --cpunodebind={node} --membind={node}",
+                       "reason": f"{g} hangs off NUMA node {node}: run its process on that node's cores "
+                                 "and memory so copies do not cross the SMP interconnect"}
+        else:
+            numa[g] = {"numa_node": None, "cpus": cpus, "numactl": "",
+                       "reason": f"the NUMA node of {g} is not in this matrix"}
+    notes = []
+    if missing:
+        notes.append(f"this text holds no row for {', '.join(missing)} (nor the NIC rows), so their distance "
+                     "to the NICs is unknown here: an excerpt, or paste the whole `nvidia-smi topo -m`")
+    if not nics:
+        notes.append("this matrix has no NIC column, so no GPUDirect RDMA decision (NCCL's rule is about a "
+                     "GPU and a NIC)")
+    asym = matrix.asymmetric_pairs()
+    if asym:
+        notes.append("the matrix is not symmetric (a real one is): "
+                     + ", ".join(f"{a}->{b} {x} but {b}->{a} {y}" for a, b, x, y in asym[:5]))
+    return {
+        "source": source,
+        "provenance": provenance.recorded(source),
+        "devices": [{"name": c, "kind": "gpu" if c in gpus else "nic",
+                     **({"rdma_device": matrix.nic_device(c)} if c not in gpus else {})} for c in matrix.columns],
+        "rows": matrix.rows,
+        "matrix": full,
+        "nic_legend": dict(matrix.nic_legend),
+        "nearest_nic": nearest,
+        "gdr": gdr,
+        "numa": numa,
+        "notes": notes,
+    }

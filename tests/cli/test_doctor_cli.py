@@ -93,8 +93,9 @@ def test_topo_by_machine_name_and_text():
     assert rows["GPU3"] == ["SYS", "SYS", "NV2", "X"]
     assert "Legend" in out and "NV#" in out
     listing = json.loads(gdrlab("topo", "--list", "--json").stdout)
-    # Only real machines ship; the hand-edited hwloc fixture stays under tests/data.
-    assert set(listing) == {"nvidiaDGX2", "power8gpudistances"}
+    # Only real machines ship (hwloc exports and nvidia-smi matrices); the hand-edited hwloc
+    # fixture stays under tests/data.
+    assert set(listing) == {"nvidiaDGX2", "power8gpudistances", "dgx-a100-nccl-issue-1505"}
 
 
 def test_topo_sysfs_tree(tmp_path):
