@@ -29,6 +29,8 @@ STUDENT_LABS = PACKAGE / "data" / "labs"
 SHIPPED_DOCS = PACKAGE / "data" / "docs"  # what the labs link to as ../docs/NAME
 STUDENT_JUPYTER_CONFIG = PACKAGE / "data" / "jupyter-student"
 DEFAULT_WORKDIR = "~/gdrlab-labs"
+COURSE_ID = "gdrlab"  # labs/nbgrader_config.py's c.CourseDirectory.course_id
+COURSE_CONFIG = "nbgrader_config.py"
 
 
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
@@ -46,6 +48,10 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p.add_argument("--prepare", action="store_true",
                    help="copy the labs into the working folder and exit, without starting JupyterLab "
                         "(images, Binder's postBuild)")
+    p.add_argument("--course", metavar="EXCHANGE_DIR", default=None,
+                   help="join a course: write nbgrader_config.py in the working folder with the nbgrader "
+                        "exchange your instructor gave you (c.Exchange.root) and the course id "
+                        f"{COURSE_ID!r}; an nbgrader_config.py you already have is kept")
     p.add_argument("--dry-run", action="store_true",
                    help="prepare nothing, start nothing: print what would be copied and the command")
     return p
@@ -128,6 +134,67 @@ def _copy_docs(workdir: Path) -> None:
         shutil.copyfile(doc, workdir / "docs" / doc.name)
 
 
+def course_settings(exchange: Path) -> str:
+    """The two lines that put a learner in the course: the exchange and the course id."""
+    return (f"c.Exchange.root = {str(exchange)!r}\n"
+            f"c.CourseDirectory.course_id = {COURSE_ID!r}\n")
+
+
+def course_config_text(exchange: Path) -> str:
+    """A learner's ``nbgrader_config.py`` for the course whose exchange is ``exchange``."""
+    return ("# Written by `gdrlab lab --course`: the nbgrader exchange of your course, so that\n"
+            "# `nbgrader fetch_assignment LAB` and `nbgrader submit LAB`, run in this folder, reach it.\n"
+            "# Edit it freely: gdrlab lab never overwrites it.\n"
+            "c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file\n"
+            + course_settings(exchange))
+
+
+def set_course(workdir: Path, exchange_dir: str, dry_run: bool = False) -> dict:
+    """Write ``workdir/nbgrader_config.py`` for the course whose nbgrader exchange is
+    ``exchange_dir``, unless one is there: an existing file is kept as it is. Returns ``config``
+    (its path), ``exchange_root``, ``status`` ("written", "would write", "already set", "kept")
+    and ``notes``, one line each for the learner."""
+    from ._common import utf8_text
+
+    text = utf8_text("--course", str(exchange_dir)).strip()
+    if not text:
+        raise ValueError("--course needs the exchange folder your instructor gave you, e.g. --course /srv/nbgrader/exchange")
+    if any(c in text for c in "\n\r\x00"):
+        raise ValueError("--course: the exchange folder's name holds a line break or NUL")
+    exchange = Path(text).expanduser().resolve()
+    if exchange.exists() and not exchange.is_dir():
+        raise ValueError(f"--course: {exchange} exists and is not a folder (it should be the nbgrader exchange)")
+    config = workdir / COURSE_CONFIG
+    notes = []
+    if config.exists():
+        try:
+            current = config.read_text(errors="replace")
+        except OSError as e:
+            current = ""
+            notes.append(f"cannot read your {config} ({e.strerror or e})")
+        if all(line in current.splitlines() for line in course_settings(exchange).splitlines()):
+            status = "already set"
+            notes.append(f"course: {config} already names the exchange {exchange} and course {COURSE_ID!r} (kept as is)")
+        else:
+            status = "kept"
+            notes.append(f"course: kept your {config} (not overwritten); to join this course, put these lines in it: "
+                         + " ; ".join(course_settings(exchange).splitlines()))
+    elif dry_run:
+        status = "would write"
+        notes.append(f"course: would write {config} (exchange {exchange}, course {COURSE_ID!r})")
+    else:
+        workdir.mkdir(parents=True, exist_ok=True)
+        config.write_text(course_config_text(exchange))
+        status = "written"
+        notes.append(f"course: wrote {config} (exchange {exchange}, course {COURSE_ID!r}); in a terminal in "
+                     f"{workdir}: nbgrader fetch_assignment LAB, then nbgrader submit LAB")
+    if not exchange.is_dir():
+        notes.append(f"course: {exchange} does not exist on this machine yet; your instructor's first "
+                     "`nbgrader release_assignment` creates it (check the folder with them if fetching finds nothing)")
+    return {"config": str(config), "exchange_root": str(exchange), "course_id": COURSE_ID, "status": status,
+            "notes": notes}
+
+
 def jupyter_command(root: Path, no_browser: bool = False, port: int | None = None,
                     ip: str | None = None, allow_root: bool = False) -> list[str]:
     """The command line that starts JupyterLab rooted at ``root``."""
@@ -179,12 +246,13 @@ def _summary(result: Mapping[str, list[str]], workdir: Path, dry_run: bool = Fal
 def run(args: argparse.Namespace) -> int:
     from ..errors import Unavailable
 
-    if args.instructor and (args.prepare or args.reset or args.workdir):
-        raise ValueError("--instructor opens labs/ of the source checkout: DIR, --reset and --prepare "
-                         "are for the student copies")
+    if args.instructor and (args.prepare or args.reset or args.workdir or args.course is not None):
+        raise ValueError("--instructor opens labs/ of the source checkout: DIR, --reset, --prepare and "
+                         "--course are for the student copies")
     if not (args.dry_run or args.prepare) and importlib.util.find_spec("jupyterlab") is None:
         raise Unavailable("JupyterLab is not installed: pip install gdrlab[lab]")
     notes: list[str] = []
+    course: dict | None = None
     allow_root = hasattr(os, "geteuid") and os.geteuid() == 0
     if allow_root and not args.prepare:
         notes.append("running as root: passing --allow-root to JupyterLab")
@@ -203,12 +271,18 @@ def run(args: argparse.Namespace) -> int:
         workdir, env = resolve_workdir(args.workdir), student_env()
         result = plan(workdir, args.reset) if args.dry_run else prepare(workdir, args.reset)
         notes += _summary(result, workdir, args.dry_run)
+        if args.course is not None:
+            course = set_course(workdir, args.course, args.dry_run)
+            notes += course.pop("notes")
     cmd = jupyter_command(workdir, args.no_browser, args.port, args.ip, allow_root)
     if args.prepare:
         cmd = []
     if args.json:
-        emit_json({"workdir": str(workdir), "command": cmd, "files": result, "notes": notes,
-                   "dry_run": bool(args.dry_run)})
+        doc = {"workdir": str(workdir), "command": cmd, "files": result, "notes": notes,
+               "dry_run": bool(args.dry_run)}
+        if course is not None:
+            doc["course"] = course
+        emit_json(doc)
     else:
         for line in notes:
             print(f"gdrlab lab: {line}", file=sys.stderr)

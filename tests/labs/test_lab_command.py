@@ -167,3 +167,81 @@ def test_missing_jupyterlab_gives_one_line_with_the_fix(monkeypatch, capsys, tmp
     assert rc == 1
     assert len(err) == 1 and "pip install gdrlab[lab]" in err[0]
     assert not (tmp_path / "w").exists(), "nothing is copied when JupyterLab cannot start"
+
+
+# ----------------------------------------------------------------------------- --course (issue 34)
+def _course_lines(config: Path) -> list[str]:
+    return [line for line in config.read_text().splitlines() if line.startswith("c.")]
+
+
+def test_course_writes_the_learners_nbgrader_config(tmp_path, capsys):
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    work = tmp_path / "w"
+    assert cli.main(["lab", str(work), "--prepare", "--course", str(exchange)]) == 0
+    err = capsys.readouterr().err
+    config = work / "nbgrader_config.py"
+    assert _course_lines(config) == [f"c.Exchange.root = {str(exchange.resolve())!r}",
+                                     "c.CourseDirectory.course_id = 'gdrlab'"]
+    assert f"wrote {config}" in err and "nbgrader fetch_assignment" in err and "does not exist" not in err
+    # the course id is the one the instructor's labs/nbgrader_config.py sets
+    assert 'c.CourseDirectory.course_id = "gdrlab"' in (ROOT / "labs" / "nbgrader_config.py").read_text()
+    compile(config.read_text(), str(config), "exec")  # valid Python for nbgrader to load
+
+
+def test_course_keeps_an_existing_config_and_says_so(tmp_path, capsys):
+    work = tmp_path / "w"
+    work.mkdir()
+    mine = "c = get_config()\nc.Exchange.root = '/elsewhere'\n"
+    (work / "nbgrader_config.py").write_text(mine)
+    assert cli.main(["lab", str(work), "--prepare", "--course", str(tmp_path / "ex")]) == 0
+    err = capsys.readouterr().err
+    assert (work / "nbgrader_config.py").read_text() == mine
+    assert "kept your" in err and "not overwritten" in err and "c.Exchange.root" in err
+    assert "does not exist on this machine yet" in err  # the exchange is not there yet: said too
+    # run twice with the same exchange: the second run says it is already set
+    other = tmp_path / "w2"
+    for _ in range(2):
+        assert cli.main(["lab", str(other), "--prepare", "--course", str(tmp_path / "ex")]) == 0
+    assert "already names the exchange" in capsys.readouterr().err
+
+
+def test_course_dry_run_json_and_refusals(tmp_path, capsys):
+    proc = subprocess.run([sys.executable, "-m", "gdrlab", "lab", str(tmp_path / "w"), "--dry-run", "--json",
+                           "--course", str(tmp_path / "ex")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["course"]["status"] == "would write" and doc["course"]["course_id"] == "gdrlab"
+    assert any("would write" in n for n in doc["notes"])
+    assert not (tmp_path / "w").exists(), "--dry-run must create nothing"
+    assert cli.main(["lab", "--instructor", "--course", str(tmp_path)]) == 1
+    assert "--course" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    assert cli.main(["lab", str(tmp_path / "w"), "--prepare", "--course", str(tmp_path / "file")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a folder" in err[0]
+    assert cli.main(["lab", str(tmp_path / "w"), "--prepare", "--course", " "]) == 1
+    assert "--course" in capsys.readouterr().err
+
+
+def test_course_config_reaches_the_exchange_with_nbgrader(tmp_path):
+    """The written file is what nbgrader reads in that folder: a learner fetches from the exchange."""
+    import os
+
+    pytest.importorskip("nbgrader")
+    exchange = tmp_path / "exchange"
+    released = exchange / "gdrlab" / "outbound" / "demo"
+    released.mkdir(parents=True)
+    exchange.chmod(0o777)
+    (released / "demo.ipynb").write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4,
+                                                     "nbformat_minor": 5}))
+    work = tmp_path / "w"
+    assert cli.main(["lab", str(work), "--prepare", "--course", str(exchange)]) == 0
+    nbgrader = [sys.executable, "-m", "nbgrader"]
+    env = lab._with_bin_on_path(dict(os.environ))
+    listed = subprocess.run(nbgrader + ["list"], capture_output=True, text=True, cwd=work, timeout=120, env=env)
+    assert listed.returncode == 0 and "gdrlab demo" in (listed.stdout + listed.stderr), listed.stderr
+    fetched = subprocess.run(nbgrader + ["fetch_assignment", "demo"], capture_output=True, text=True, cwd=work,
+                             timeout=120, env=env)
+    assert fetched.returncode == 0, fetched.stderr
+    assert (work / "demo" / "demo.ipynb").is_file()
