@@ -245,3 +245,22 @@ def test_course_config_reaches_the_exchange_with_nbgrader(tmp_path):
                              timeout=120, env=env)
     assert fetched.returncode == 0, fetched.stderr
     assert (work / "demo" / "demo.ipynb").is_file()
+
+
+def test_before_the_workshop_page_is_linked_and_names_what_exists():
+    """Issue 34 item 2: README's quick start links the learner's setup page and says where the CLI is."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    assert "(docs/before-the-workshop.md)" in readme and "`.venv/bin/gdrlab`" in readme
+    page = (ROOT / "docs" / "before-the-workshop.md").read_text()
+    for needed in ("WSL2", "macOS", "Binder", "Dockerfile", "gdrlab doctor", "--lab", "Not measured"):
+        assert needed in page, needed
+    for path in re.findall(r"`((?:binder|scripts|gdrlab/data)/[\w./-]*|Dockerfile|constraints\.txt)`", page):
+        assert (ROOT / path).exists(), f"the page names {path}, which does not exist"
+    makefile = (ROOT / "Makefile").read_text()
+    assert ".venv" in makefile and "bin/gdrlab" in makefile  # what the page says `make lab` prints
+    anchors = {"#" + re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
+               for h in re.findall(r"^#+ (.+)$", page, re.M)}
+    for link in re.findall(r"\]\((#[^)]+)\)", page):
+        assert link in anchors, link
