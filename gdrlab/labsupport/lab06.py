@@ -56,7 +56,12 @@ def live_storage(sizes: list[int] | None = None, folder: str | None = None) -> t
     fd, path = tempfile.mkstemp(prefix="gdrlab-lab06-", dir=folder)
     try:
         os.write(fd, os.urandom(max(sizes)))
-        fh = reader.register(fd) if reader.cufile is not None else None
+        fh, no_cufile = None, reader.cufile_why if reader.cufile is None else ""
+        if reader.cufile is not None:
+            try:
+                fh = reader.register(fd)
+            except RuntimeError as exc:  # cuFile loads but refuses this file (a container without udev, say)
+                no_cufile = f"cuFile refused the file ({exc}); its log (cufile.log) says why"
         for method in storage.METHODS:
             if method == "cufile" and fh is None:
                 continue
@@ -80,8 +85,7 @@ def live_storage(sizes: list[int] | None = None, folder: str | None = None) -> t
     df = pd.DataFrame(rows)
     mode = storage.probe()["mode"]
     provenance.attach(df, provenance.live({"file_on": f"{folder} ({fs['fstype']})", "cufile_mode": mode}))
-    why = f"measured now, file on {folder} ({fs['fstype']})" + ("" if reader.cufile is not None
-                                                                else f"; no cuFile rows: {reader.cufile_why}")
+    why = f"measured now, file on {folder} ({fs['fstype']})" + (f"; no cuFile rows: {no_cufile}" if no_cufile else "")
     return df, why
 
 

@@ -137,6 +137,7 @@ int cuMemsetD8_v2(unsigned long long d, unsigned char v, size_t n) { memset((voi
 
 FAKE_CUFILE = r"""
 #include <stddef.h>
+#include <stdlib.h>
 #include <sys/types.h>
 #include <unistd.h>
 typedef struct { int err; int cu_err; } E;
@@ -149,6 +150,7 @@ E cuFileDriverClose_v2(void) { E e = {0, 0}; opened = 0; return e; }
 E cuFileDriverGetProperties(P* p) { E e = {0, 0}; p->nvfs.major = 0; p->nvfs.minor = 0;
   p->nvfs.dcontrol = 1u << 1; p->nvfs.dstatus = 0; p->cache = 131072; p->per_buf = 1024; return e; }
 E cuFileHandleRegister(void** fh, D* d) { E e = {0, 0}; if (d->type != 1 || d->handle.fd < 0) e.err = 5005;
+  if (getenv("FAKE_CUFILE_REFUSE")) e.err = 5027;  /* as in a container without udev: no volume attributes */
   *fh = (void*)(long)(d->handle.fd + 1); return e; }
 void cuFileHandleDeregister(void* fh) { (void)fh; }
 E cuFileBufRegister(const void* p, size_t n, int f) { E e = {0, 0}; (void)p; (void)n; (void)f; registered = 1; return e; }
@@ -212,3 +214,19 @@ def test_recorder_end_to_end_on_stand_ins(stand_ins, tmp_path):
     from gdrlab.labsupport import lab06
     df, why = lab06.recorded_storage(str(out))
     assert df is not None and len(df) == len(rows) and "recorded" in why
+
+
+def test_the_lab_measures_without_cufile_where_cufile_refuses_the_file(stand_ins, tmp_path):
+    """A container without udev: cuFile loads but cuFileHandleRegister fails (error 5027 on the
+    H200 host, 2026-12-04). The lab's live cell still measures read() + copy and says why there
+    are no cuFile rows, instead of stopping Run All."""
+    code = ("import json; from gdrlab.labsupport import lab06\n"
+            f"df, why = lab06.live_storage([4096, 65536], folder={str(tmp_path)!r})\n"
+            "print(json.dumps({'methods': sorted(set(df['method'])), 'why': why}))")
+    env = dict(os.environ, LD_LIBRARY_PATH=f"{stand_ins}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+               FAKE_CUFILE_REFUSE="1")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert "cufile" not in doc["methods"] and len(doc["methods"]) == 2, doc
+    assert "cuFile refused the file" in doc["why"] and "5027" in doc["why"], doc
