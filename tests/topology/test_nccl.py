@@ -299,8 +299,8 @@ def test_failing_rank_is_reported_not_hung(monkeypatch):
     use = "cupy" if importlib.util.find_spec("cupy") is None else "torch"
     if importlib.util.find_spec(use) is not None:
         pytest.skip("torch and cupy are both installed: the ranks would not fail")
-    from gdrlab import engine
-    monkeypatch.setattr(engine, "gpus", lambda: [{"index": 0}, {"index": 1}])
+    from gdrlab.nccl import run as nccl_run
+    monkeypatch.setattr(nccl_run, "gpus", lambda: [{"index": 0}, {"index": 1}])  # the names run_allreduce calls
     with pytest.raises(GdrlabError, match="exited with code") as info:
         nccl.run_allreduce("8", use=use, timeout_s=60)
     assert "No module named" in str(info.value)
@@ -409,11 +409,11 @@ def test_run_plumbing_with_a_stand_in_torch(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text(FAKE_TORCH)
     (pkg / "cuda.py").write_text("def set_device(i):\n    pass\ndef synchronize():\n    pass\n")
     (pkg / "distributed" / "__init__.py").write_text(FAKE_DIST)
-    from gdrlab import engine
+    from gdrlab.nccl import run as nccl_run
     monkeypatch.setenv("PYTHONPATH", str(tmp_path) + ":" + __import__("os").environ.get("PYTHONPATH", ""))
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")  # must be overridden
-    monkeypatch.setattr(engine, "gpus", lambda: [{"name": "stand-in"}, {"name": "stand-in"}])
-    monkeypatch.setattr(engine, "cuda_status", lambda: {"usable": True, "reason": "", "driver_version": 0})
+    monkeypatch.setattr(nccl_run, "gpus", lambda: [{"name": "stand-in"}, {"name": "stand-in"}])  # what run_allreduce calls
+    monkeypatch.setattr(nccl_run, "cuda_status", lambda: {"usable": True, "reason": "", "driver_version": 0})
     r = nccl.run_allreduce("8,64K", ["p2p"], iters=4, use="torch", timeout_s=60)
     assert r["nranks"] == 2 and r["backend"] == "torch"
     assert [(x["size"], x["iters"], x["verified"]) for x in r["results"]] == [(8, 4, True), (65536, 4, True)]
