@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ._common import Subparsers, add_command, emit_json
+from ..errors import Unavailable
+from ._common import Subparsers, add_command, emit_json, utf8_text
 
 HELP = "open JupyterLab on your working copies of the labs"
 DESCRIPTION = ("Copies the student versions of the labs into a working folder (first run; later "
@@ -154,7 +155,6 @@ def set_course(workdir: Path, exchange_dir: str, dry_run: bool = False) -> dict:
     ``exchange_dir``, unless one is there: an existing file is kept as it is. Returns ``config``
     (its path), ``exchange_root``, ``status`` ("written", "would write", "already set", "kept")
     and ``notes``, one line each for the learner."""
-    from ._common import utf8_text
 
     text = utf8_text("--course", str(exchange_dir)).strip()
     if not text:
@@ -244,7 +244,6 @@ def _summary(result: Mapping[str, list[str]], workdir: Path, dry_run: bool = Fal
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import Unavailable
 
     if args.instructor and (args.prepare or args.reset or args.workdir or args.course is not None):
         raise ValueError("--instructor opens labs/ of the source checkout: DIR, --reset, --prepare and "

@@ -11,7 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._common import Subparsers, add_command, table
+from .. import nccl, provenance
+from ..errors import InvalidArgument
+from ..nccl import explain, parse_log, published_logs, recorded_logs, recorded_summary
+from ._common import Subparsers, add_command, emit_json, table
 
 HELP = "NCCL all-reduce across the GPUs here, and which transport NCCL chose"
 DESCRIPTION = ("Runs an all-reduce through NCCL (PyTorch, else CuPy) with one process per GPU and "
@@ -71,7 +74,6 @@ def log_names() -> dict[str, tuple[Path, str]]:
     """Every name ``gdrlab nccl parse`` takes for a shipped log: ``{name: (path, source)}``. The
     recorded H200 runs answer to the names ``gdrlab nccl recorded`` lists (``default``) and their
     file names; the published excerpts to ``issue-NNN`` and their file names."""
-    from ..nccl import published_logs, recorded_logs
 
     out: dict[str, tuple[Path, str]] = {}
     for stem, path in recorded_logs().items():
@@ -94,7 +96,6 @@ def short_names() -> list[str]:
 
 
 def _read_log(name: str) -> tuple[str, str]:
-    from ..errors import InvalidArgument
 
     path = Path(name)
     if path.is_file():
@@ -107,7 +108,6 @@ def _read_log(name: str) -> tuple[str, str]:
 
 
 def _published_provenance(source: str) -> dict[str, Any]:
-    from .. import provenance
 
     issue = source.split(":", 1)[1].removeprefix("issue-")
     return provenance.recorded(f"a user's machine, as posted in NVIDIA/nccl issue #{issue} "
@@ -126,17 +126,13 @@ def _print_parsed(parsed: dict[str, Any], explain_lines: list[str]) -> None:
 
 
 def _run_parse(args: argparse.Namespace) -> int:
-    from ..nccl import explain, parse_log
 
     text, source = _read_log(args.logfile)
     parsed = parse_log(text)
     if args.json:
-        from .. import provenance
-        from ._common import emit_json
         # A log given as a file is recorded on hardware this command cannot name: the file says.
         prov = provenance.recorded(f"the machine that wrote {source}", file=source)
         if source.startswith("recorded:"):
-            from ..nccl import recorded_summary
             prov = provenance.derived(recorded_summary()["provenance"], file=source)
         elif source.startswith("published:"):
             prov = _published_provenance(source)
@@ -148,14 +144,12 @@ def _run_parse(args: argparse.Namespace) -> int:
 
 
 def _run_recorded(args: argparse.Namespace) -> int:
-    from ..nccl import recorded_summary
 
     summary = recorded_summary()
     published = [{"name": source.split(":", 1)[1], "log": path.stem, "source": source}
                  for name, (path, source) in log_names().items()
                  if source.startswith("published:") and name == path.stem]
     if args.json:
-        from ._common import emit_json
         emit_json(dict(summary, published=published))
         return 0
     print(_fmt(summary["runs"], RUN_COLUMNS))
@@ -181,19 +175,16 @@ def run(args: argparse.Namespace) -> int:
         return _run_parse(args)
     if action == "recorded":
         return _run_recorded(args)
-    from .. import nccl
 
     disable = [d.strip() for d in args.disable.split(",") if d.strip()]
     kw = {"iters": args.iters, "timeout_s": args.timeout}
     if args.compare:
         if disable:
-            from ..errors import InvalidArgument
             raise InvalidArgument("--compare chooses the disabled transports itself; drop --disable")
         out = nccl.compare(args.sizes, **kw)
         for name, one in out["runs"].items():
             _save(args.save_log and f"{args.save_log}.{name}", one.pop("log"))
         if args.json:
-            from ._common import emit_json
             emit_json(out)
         else:
             print(_fmt(out["rows"], RUN_COLUMNS))
@@ -201,7 +192,6 @@ def run(args: argparse.Namespace) -> int:
     result = nccl.run_allreduce(args.sizes, disable, **kw)
     _save(args.save_log, result.pop("log"))
     if args.json:
-        from ._common import emit_json
         emit_json(result)
         return 0
     print(_fmt(result["results"], RESULT_COLUMNS))

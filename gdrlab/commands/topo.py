@@ -7,6 +7,17 @@ import sys
 import warnings
 from typing import TYPE_CHECKING
 
+from ..errors import InvalidArgument
+from ..topology import (
+    PciTreeWarning,
+    from_hwloc,
+    from_sysfs,
+    matrix_report,
+    parse_gdr_level,
+    parse_topo_matrix,
+    recorded_machines,
+    recorded_matrices,
+)
 from ._common import Subparsers, add_command, emit_json
 
 if TYPE_CHECKING:
@@ -120,9 +131,6 @@ def render_matrix(report: dict) -> str:
 
 
 def _run_matrix(args: argparse.Namespace, level: str | None) -> int:
-    from ..errors import InvalidArgument
-    from ..topology import matrix_report, parse_topo_matrix, recorded_matrices
-
     shipped = recorded_matrices()
     name = args.matrix
     if name in shipped and not os.path.exists(name):
@@ -144,15 +152,6 @@ def _run_matrix(args: argparse.Namespace, level: str | None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..topology import (
-        PciTreeWarning,
-        from_hwloc,
-        from_sysfs,
-        parse_gdr_level,
-        recorded_machines,
-        recorded_matrices,
-    )
-
     machines = recorded_machines()
     if args.list:
         matrices = recorded_matrices()
@@ -177,7 +176,6 @@ def run(args: argparse.Namespace) -> int:
             if path in machines and not os.path.exists(path):
                 path = machines[path]
             elif path in recorded_matrices() and not os.path.exists(path):
-                from ..errors import InvalidArgument
                 raise InvalidArgument(f"{path} is an nvidia-smi topo -m matrix, not an hwloc XML export: "
                                       f"gdrlab topo --matrix {path}")
             topo = from_hwloc(path)

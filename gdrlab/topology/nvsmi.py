@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from .. import provenance
 from ..errors import InvalidArgument
-from ._topo import MAX_DEVICES
+from ._topo import MAX_DEVICES, _natural_key, gdr_verdict
 from ._tree import CODE_ORDER
 
 __all__ = ["TopoMatrix", "parse_topo_matrix", "recorded_matrices", "matrix_report", "MAX_MATRIX_CHARS"]
@@ -225,8 +226,6 @@ def matrix_report(matrix: TopoMatrix, source: str, level: object = None) -> dict
     (``matrix``, ``nearest_nic``, ``gdr``, ``numa``), plus ``rows`` (the devices whose row the
     text holds), ``nic_legend`` and ``notes`` (what an excerpt leaves out). ``level`` is
     ``NCCL_NET_GDR_LEVEL`` (None: NCCL's default, PXB)."""
-    from .. import provenance
-    from ._topo import _natural_key, gdr_verdict
 
     gpus, nics = matrix.gpus, sorted(matrix.nics, key=_natural_key)
     full: dict[str, dict[str, str | None]] = {a: {b: matrix.code(a, b) for b in matrix.columns}
