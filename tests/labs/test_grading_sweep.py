@@ -41,6 +41,7 @@ import pytest
 from gdrlab.autograde.screen import bound_names, forbidden_calls_of, read_names
 
 nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("IPython")  # the labs' cells and the screen's reading of magics
 
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,6 +16,7 @@ import pytest
 from gdrlab.autograde.screen import forbidden_calls_of, screen
 
 nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("IPython")  # the labs' cells import IPython.display
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = {p.parent.name[:2]: p for p in sorted((ROOT / "labs" / "source").glob("*/*.ipynb"))}

@@ -586,6 +586,7 @@ def test_lab05_allreduce_figures_are_the_two_recordings():
 
 def test_crossover_explorer_takes_the_profiles_a_lab_compares():
     """Lab 05 lists the 2026 machines in the explorer; the profile asked for is always a choice."""
+    pytest.importorskip("ipywidgets")
     box = lab04.crossover_explorer("kepler-ivb-2014", profiles=lab05.AB_PROFILES)
     dropdown = box.children[0].children[0]
     assert list(dropdown.options) == list(lab05.AB_PROFILES)
