@@ -231,7 +231,9 @@ def main() -> int:
     for storage, folder, cap, states in locations if reader is not None else []:
         path = Path(folder) / f"gdrlab-storage-{os.getpid()}.bin"
         fs = st.filesystem_of(folder)
-        loc = {"folder": folder, "fstype": fs["fstype"], "device": fs["device"], "mount": fs["mount"], "file_bytes": cap}
+        # the checkout's own path says where someone keeps it, not what was measured
+        shown = "the gdrlab checkout" if Path(folder).resolve() == Path(ROOT).resolve() else folder
+        loc = {"folder": shown, "fstype": fs["fstype"], "device": fs["device"], "mount": fs["mount"], "file_bytes": cap}
         report["locations"][storage] = loc
         try:
             t0 = time.monotonic()
