@@ -196,57 +196,60 @@ predicted_gpu_reg_64k_us = None   # your prediction, in µs
 if grading.done(predicted_gpu_reg_64k_us, name="Exercise 0"):
     print("your prediction:", predicted_gpu_reg_64k_us, "µs for one 64 KiB GPU registration")
 
-# %% [markdown] id="03-exercise-1-who-registers"
-# ## Exercise 1: who registers what
+# %% [markdown] id="03-exercise-1-registration-route"
+# ## Exercise 1: which route registers GPU memory on this machine?
 #
-# For each mechanism, say what memory it makes usable and by whom. Use exactly one of:
-# `"host"` (page-locks or registers host memory), `"gpu"` (makes GPU memory registrable by the
-# HCA) or `"fails"` (the call returns an error). Also give today's name of the peer-memory
-# kernel module.
+# Section 3 named the conditions of each route. Apply them to machines you have not seen. Write
+# `gpu_registration_route(machine)` for a GPU and a Mellanox/NVIDIA HCA (mlx5) in one node, where
+# `machine` is a dictionary:
+#
+# | key | meaning | example |
+# |---|---|---|
+# | `"kernel"` | Linux kernel version, (major, minor) | `(6, 8)` |
+# | `"cuda"` | the CUDA version the GPU driver supports, (major, minor) | `(12, 4)` |
+# | `"gpu_modules"` | which NVIDIA kernel modules are loaded: `"open"` or `"proprietary"` | `"open"` |
+# | `"rdma_stack"` | `"inbox"` (the distribution's kernel and rdma-core), `"MLNX_OFED"` or `"DOCA-OFED"` | `"inbox"` |
+#
+# Return the route a library that prefers dma-buf (NCCL does, when both work) ends up using:
+# `"dma-buf"`, `"nvidia-peermem"` (the driver ships the module; it loads only on an OFED stack),
+# or `"staging"` when no route can register GPU memory, so GPU data goes through pinned host memory.
 
-# %% id="ex1-who-registers" nbgrader={"grade": false, "grade_id": "ex1-who-registers", "locked": false, "schema_version": 3, "solution": true}
-registers = {
-    "cudaHostRegister on a malloc buffer": None,
-    "cudaMallocHost": None,
-    "ibv_reg_mr on a malloc buffer": None,
-    "ibv_reg_mr on a cudaMalloc pointer, nvidia-peermem loaded": None,
-    "ibv_reg_mr on a cudaMalloc pointer, no peer-memory client": None,
-    "ibv_reg_dmabuf_mr on an fd from cuMemGetHandleForAddressRange": None,
-}
-peer_module_today = None
-### BEGIN SOLUTION
-registers = {
-    "cudaHostRegister on a malloc buffer": "host",
-    "cudaMallocHost": "host",
-    "ibv_reg_mr on a malloc buffer": "host",
-    "ibv_reg_mr on a cudaMalloc pointer, nvidia-peermem loaded": "gpu",
-    "ibv_reg_mr on a cudaMalloc pointer, no peer-memory client": "fails",
-    "ibv_reg_dmabuf_mr on an fd from cuMemGetHandleForAddressRange": "gpu",
-}
-peer_module_today = "nvidia-peermem"
-### END SOLUTION
+# %% id="ex1-registration-route" nbgrader={"grade": false, "grade_id": "ex1-registration-route", "locked": false, "schema_version": 3, "solution": true}
+def gpu_registration_route(machine: dict) -> str:
+    ### BEGIN SOLUTION
+    dmabuf = (tuple(machine["kernel"]) >= (5, 12) and tuple(machine["cuda"]) >= (11, 7)
+              and machine["gpu_modules"] == "open")
+    if dmabuf:
+        return "dma-buf"
+    if machine["rdma_stack"] != "inbox":
+        return "nvidia-peermem"
+    return "staging"
+    ### END SOLUTION
 
-# %% id="ex1-who-registers-tests" nbgrader={"grade": true, "grade_id": "ex1-who-registers-tests", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-grading.check_true(isinstance(registers, dict) and len(registers) == 6, "keep the six keys of the dictionary")
-for key, value in registers.items():
-    grading.check_true(value in ("host", "gpu", "fails"), f"{key}: answer 'host', 'gpu' or 'fails', not {value!r}",
-                       answer=value, name=key)
-grading.check_true(isinstance(peer_module_today, str), "peer_module_today is the module's name, a string",
-                   answer=peer_module_today, name="peer_module_today")
+
+# %% id="ex1-registration-route-tests" nbgrader={"grade": true, "grade_id": "ex1-registration-route-tests", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+# Self-check on two machines (the graded machines are others).
+grading.check_function_cases(gpu_registration_route, [
+    (({"kernel": (6, 8), "cuda": (12, 4), "gpu_modules": "open", "rdma_stack": "inbox"},), "dma-buf"),
+    (({"kernel": (4, 18), "cuda": (12, 2), "gpu_modules": "proprietary", "rdma_stack": "inbox"},), "staging"),
+], name="gpu_registration_route")
 ### BEGIN HIDDEN TESTS
-grading.check_equal(registers["cudaHostRegister on a malloc buffer"], "host", name="cudaHostRegister",
-                    hint="cudaHostRegister page-locks host memory; it never touches GPU memory (the error of the article this lab corrects)")
-grading.check_equal(registers["cudaMallocHost"], "host", name="cudaMallocHost")
-grading.check_equal(registers["ibv_reg_mr on a malloc buffer"], "host", name="ibv_reg_mr on host memory")
-grading.check_equal(registers["ibv_reg_mr on a cudaMalloc pointer, nvidia-peermem loaded"], "gpu",
-                    name="GPU pointer with a peer-memory client")
-grading.check_equal(registers["ibv_reg_mr on a cudaMalloc pointer, no peer-memory client"], "fails",
-                    name="GPU pointer without a peer-memory client", hint="no client claims it: EFAULT")
-grading.check_equal(registers["ibv_reg_dmabuf_mr on an fd from cuMemGetHandleForAddressRange"], "gpu",
-                    name="the dma-buf route")
-grading.check_equal(str(peer_module_today).strip().lower().replace("_", "-"), "nvidia-peermem",
-                    name="peer_module_today", hint="nv_peer_mem was the 2013-2020 name")
+import itertools
+
+for kernel, cuda, modules, stack in itertools.product(
+        [(4, 18), (5, 11), (5, 12), (5, 14), (6, 8)], [(11, 4), (11, 6), (11, 7), (12, 2), (13, 0)],
+        ["open", "proprietary"], ["inbox", "MLNX_OFED", "DOCA-OFED"]):
+    machine = {"kernel": kernel, "cuda": cuda, "gpu_modules": modules, "rdma_stack": stack}
+    upstream_ok = kernel[0] * 100 + kernel[1] >= 512 and cuda[0] * 100 + cuda[1] >= 1107 and modules == "open"
+    want = "dma-buf" if upstream_ok else ("staging" if stack == "inbox" else "nvidia-peermem")
+    grading.check_equal(gpu_registration_route(dict(machine)), want, name=f"gpu_registration_route({machine})")
 ### END HIDDEN TESTS
+
+# %% [markdown] id="03-exercise-1-note"
+# The same conditions decide a host-memory registration in none of these cases: `ibv_reg_mr` on
+# malloc'd or `cudaMallocHost` memory always works, and `cudaHostRegister` page-locks **host**
+# memory for the copy engine; it never makes GPU memory visible to the HCA (the article's error
+# that lab 01 corrected).
 
 # %% [markdown] id="03-registration-costs"
 # ## 5. What registration costs

@@ -228,7 +228,7 @@ def test_lab03_exercise_0_comes_first_and_is_not_autograded():
     """Issue 25 item 4 and issue 24 item 3: Exercise 0 precedes Exercise 1; no autograded
     prediction; its reason keeps its question in a locked cell."""
     text = _src("03")
-    assert text.index('id="ex0-predict"') < text.index('id="ex1-who-registers"')
+    assert text.index('id="ex0-predict"') < text.index('id="ex1-registration-route"')
     assert 'id="ex0-predict-tests"' not in text
     assert 'id="explain-prediction-registration-question"' in text
     assert "within a **factor of 5** of the published figure below" not in text
@@ -258,3 +258,40 @@ def test_lab03_copy_and_bar1_figures_match_the_recordings():
     assert round((d2h + h2d) / 2) == 8 and "at about 8 µs" in text
     bar1 = grading.dataset("h200-copy-h2d-pinned").attrs["provenance"]["hardware_detail"]["bar1_total_bytes"]
     assert bar1 == 256 << 30 and "an H200 has 256 GiB" in text
+
+
+def test_lab03_exercise_1_applies_conditions_instead_of_recall():
+    """Issue 25 (review: "Ex1 is recall"): Exercise 1 grades a rule applied to machines the
+    learner has not seen, over a grid of kernels, CUDA versions, module flavours and RDMA stacks,
+    and the conditions it applies are stated in the lab before it."""
+    text = _src("03")
+    ex1 = text[text.index('id="ex1-registration-route-tests"'):text.index('id="03-exercise-1-note"')]
+    assert "itertools.product" in ex1 and "HIDDEN TESTS" in ex1
+    before = text[:text.index('id="03-exercise-1-registration-route"')]
+    for condition in ("Linux 5.12+", "CUDA 11.7+", "open GPU kernel modules", "MLNX_OFED/DOCA-OFED"):
+        assert condition in before, condition
+    assert "peer_module_today" not in text
+
+
+def test_lab04_what_you_saw_and_the_crossover_rubric_agree_with_the_model():
+    """Lab 04's summary and the `explain-crossover` rubric state a direction (GDR wins small
+    messages on every platform; pipelined overtakes on Sandy/Ivy Bridge at default placement and
+    on the 2020s profiles only across sockets): recomputed from the model, profile by profile."""
+    small, large = 8, 1 << 26
+    for prof in lab04.HISTORIC_PROFILES:
+        gdr = model.latency_us(prof, "gdr", [small, large])
+        pipe = model.latency_us(prof, "pipelined", [small, large])
+        assert gdr[0] < pipe[0], prof                       # small messages: GDR on every platform
+    default = lab04.crossovers()
+    across = lab04.crossovers(placement="cross-socket")
+    assert default["kepler-snb-2013"] and default["kepler-ivb-2014"]
+    for prof in ("a100-hdr", "hopper-ndr", "gh200"):
+        assert default[prof] is None and across[prof], prof
+    saw = _src("04")
+    saw = saw[saw.index('id="04-you-saw"'):saw.index('id="04-on-your-cluster"')]
+    assert "wins small messages on every platform" in saw
+    assert "Sandy Bridge and Ivy Bridge; on A100 + HDR, Hopper and GH200\n#   only across sockets" in saw
+    rubric = (Path(__file__).resolve().parents[2] / "docs" / "instructor.md").read_text()
+    rubric = rubric[rubric.index("### `explain-crossover`"):]
+    rubric = rubric[:rubric.index("\n### ", 5)]
+    assert "small messages" in rubric and "pipelined staging winning on Hopper" in rubric
