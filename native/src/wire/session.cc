@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <random>
 #include <thread>
 
@@ -29,11 +30,10 @@ bool keeps_session(ErrorKind kind) {
   return kind == ErrorKind::Verify || kind == ErrorKind::Unavailable || kind == ErrorKind::InvalidArgument;
 }
 
-RunResult run_client_test(ControlChannel& control, TestEndpoint& ep, const TestSpec& spec) {
-  RunResult res;
-  if (static_cast<Mode>(spec.mode) == Mode::Bandwidth) res.bw_windows_in_flight = ep.windows_in_flight(spec);
-  measure(spec, [&] { ep.send(false); }, [&] { ep.recv(); }, [&] { ep.expect_ack(); }, &res.samples_s,
-          &res.bytes_per_sample, res.bw_windows_in_flight, &res.bw_drains);
+namespace {
+
+// The verification exchange that ends every test, measuring side.
+void verify_client(ControlChannel& control, TestEndpoint& ep, const TestSpec& spec, RunResult* res) {
   ep.settle();  // the peer's last timed write landed in this buffer: flush it before overwriting
   ep.user().fill_pattern(spec.seed, ep.offset(), spec.size);
   ep.send(true);
@@ -48,12 +48,11 @@ RunResult run_client_test(ControlChannel& control, TestEndpoint& ep, const TestS
   if (bad_remote >= 0) throw_corrupted(ep, "to the peer", bad_remote);
   int64_t bad_local = ep.user().check_pattern(spec.seed + 1, ep.offset(), spec.size);
   if (bad_local >= 0) throw_corrupted(ep, "back from the peer", bad_local);
-  res.verified = true;
-  return res;
+  res->verified = true;
 }
 
-void run_server_test(ControlChannel& control, TestEndpoint& ep, const TestSpec& spec) {
-  answer(spec, [&] { ep.send(false); }, [&] { ep.recv(); }, [&] { ep.send_ack(); });
+// ... serving side.
+void verify_server(ControlChannel& control, TestEndpoint& ep, const TestSpec& spec) {
   ep.recv();
   ep.settle();
   int64_t bad = ep.user().check_pattern(spec.seed, ep.offset(), spec.size);
@@ -64,6 +63,80 @@ void run_server_test(ControlChannel& control, TestEndpoint& ep, const TestSpec& 
   ep.send(true);
   ep.finish();
   if (ep.confirms_last_write()) control.send_control(FrameType::Ack);
+}
+
+// Both ways: a thread sends every window through `out` while this one receives as many through
+// `in`. samples (may be null) gets one sample per timed window; returns the bytes received.
+uint64_t both_ways_loop(const TestSpec& spec, TestEndpoint& out, TestEndpoint& in, std::vector<double>* samples) {
+  using Clock = std::chrono::steady_clock;
+  const uint32_t total = spec.warmup + spec.iters;
+  std::vector<Clock::time_point> sent(total), got(total);
+  std::exception_ptr tx_error, rx_error;
+  const Clock::time_point start = Clock::now();
+  std::thread tx([&] {
+    try {
+      for (uint32_t i = 0; i < total; ++i) {
+        for (uint32_t k = 0; k < spec.window; ++k) out.send(false);
+        sent[i] = Clock::now();
+      }
+    } catch (...) {
+      tx_error = std::current_exception();
+    }
+  });
+  uint64_t received = 0;
+  try {
+    for (uint32_t i = 0; i < total; ++i) {
+      for (uint32_t k = 0; k < spec.window; ++k) {
+        in.recv();
+        received += spec.size;
+      }
+      got[i] = Clock::now();
+    }
+  } catch (...) {
+    rx_error = std::current_exception();
+  }
+  tx.join();  // a sender stuck on a peer that stopped reading ends at the socket's send timeout
+  if (rx_error) std::rethrow_exception(rx_error);
+  if (tx_error) std::rethrow_exception(tx_error);
+  if (samples) {
+    samples->reserve(spec.iters);
+    Clock::time_point prev = start;
+    for (uint32_t i = 0; i < total; ++i) {
+      const Clock::time_point done = std::max(sent[i], got[i]);
+      if (i >= spec.warmup) samples->push_back(std::chrono::duration<double>(done - prev).count());
+      prev = done;
+    }
+  }
+  return received;
+}
+
+}  // namespace
+
+RunResult run_client_test(ControlChannel& control, TestEndpoint& ep, const TestSpec& spec) {
+  RunResult res;
+  if (static_cast<Mode>(spec.mode) == Mode::Bandwidth) res.bw_windows_in_flight = ep.windows_in_flight(spec);
+  measure(spec, [&] { ep.send(false); }, [&] { ep.recv(); }, [&] { ep.expect_ack(); }, &res.samples_s,
+          &res.bytes_per_sample, res.bw_windows_in_flight, &res.bw_drains);
+  verify_client(control, ep, spec, &res);
+  return res;
+}
+
+void run_server_test(ControlChannel& control, TestEndpoint& ep, const TestSpec& spec) {
+  answer(spec, [&] { ep.send(false); }, [&] { ep.recv(); }, [&] { ep.send_ack(); });
+  verify_server(control, ep, spec);
+}
+
+RunResult run_client_both_ways(ControlChannel& control, TestEndpoint& out, TestEndpoint& in, const TestSpec& spec) {
+  RunResult res;
+  res.bytes_received = both_ways_loop(spec, out, in, &res.samples_s);
+  res.bytes_per_sample = 2.0 * static_cast<double>(spec.size) * spec.window;
+  verify_client(control, out, spec, &res);
+  return res;
+}
+
+void run_server_both_ways(ControlChannel& control, TestEndpoint& out, TestEndpoint& in, const TestSpec& spec) {
+  both_ways_loop(spec, out, in, nullptr);
+  verify_server(control, in, spec);
 }
 
 bool tokens_equal(const std::string& a, const std::string& b) {

@@ -41,6 +41,7 @@ struct RunResult {
   bool verified = false;
   uint32_t bw_windows_in_flight = 0;  // bandwidth: windows posted before the first is acknowledged
   uint64_t bw_drains = 0;             // bandwidth: ACK waits with nothing posted after the window
+  uint64_t bytes_received = 0;        // both ways: payload bytes the peer sent this side in the timed loop
 };
 
 // One side of one test as a wire moves it: the session core drives the timed loop and the
@@ -72,6 +73,16 @@ class TestEndpoint {
 RunResult run_client_test(ControlChannel& control, TestEndpoint& ep, const TestSpec& spec);
 // Serving side: the mirror image.
 void run_server_test(ControlChannel& control, TestEndpoint& ep, const TestSpec& spec);
+
+// Both directions at once (osu_bibw, perftest's -b): a bandwidth test whose spec.mode carries
+// kBothWaysFlag. Each side sends warmup+iters windows through `out` on a thread of its own while
+// it receives as many through `in`; no ACKs (the windows each side receives pace it, as in
+// osu_bibw). Sample i ends when this side has both sent and received window i; bytes_per_sample
+// counts both directions. Then the usual verification exchange, over `out` (client) and `in`
+// (server). A server that predates the flag refuses the test ("unknown test mode").
+constexpr uint8_t kBothWaysFlag = 0x80;
+RunResult run_client_both_ways(ControlChannel& control, TestEndpoint& out, TestEndpoint& in, const TestSpec& spec);
+void run_server_both_ways(ControlChannel& control, TestEndpoint& out, TestEndpoint& in, const TestSpec& spec);
 
 // After an error of this kind the control stream is where it was (bad argument, missing
 // hardware, corrupted data); after any other the connection is dropped.
