@@ -13,16 +13,28 @@ Endpoints (every error is JSON ``{"error": "one line"}`` with a 4xx status; noth
 ``POST /api/join``          class join token    ``{"join_token", "name"}`` -> ``{"learner_id", "key"}``
 ``POST /api/submit``        learner key         a submission (:mod:`.schema`) -> what was stored
 ``GET /api/state?since=N``  instructor          learners, machines, progress, rows after N
+``GET /api/events?since=N`` instructor          the same state as server-sent events, live
 ``GET /api/recorded``       instructor          the recorded H200 sweeps, per path
 ``GET /export.csv``         instructor          every row (``?anonymise=1``: learner-ID names)
+``GET /export.parquet``     instructor          the same rows as Parquet
 ``GET /dashboard``          instructor cookie   the page (``POST /login`` with the token sets it)
 ==========================  ==================  ===============================================
 
 The learner key and the instructor token travel as ``Authorization: Bearer``; the dashboard's
 cookie is an HMAC of the instructor token (HttpOnly, SameSite=Strict), never the token itself.
+
+Live updates: ``/api/events`` is a ``text/event-stream`` (server-sent events, one ``state`` event
+whenever a learner joins or stores something, a comment line as heartbeat every
+``ClassConfig.heartbeat_s``, the event id the last submission id so a reconnecting browser resumes
+from ``Last-Event-ID``). At most ``ClassConfig.max_live`` streams at once (503 beyond: the page
+then polls ``/api/state``); every stream ends when the server shuts down (:meth:`LiveHub.close`,
+called by the server's exit handler), so uvicorn exits without waiting on them.
+
+Each row in the state carries the model's verdict for its learner's machine (:mod:`.normal`).
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -45,15 +57,17 @@ from starlette.responses import (
     JSONResponse,
     RedirectResponse,
     Response,
+    StreamingResponse,
 )
 from starlette.routing import Route
 
 from . import schema
-from .export import export_rows_csv
+from .export import export_parquet_bytes, export_rows_csv
+from .normal import VERDICTS, Verdicts
 from .pages import dashboard_page, login_page
 from .store import Store
 
-__all__ = ["ClassConfig", "RateLimiter", "create_app", "key_hash", "plotly_js_path", "session_cookie"]
+__all__ = ["ClassConfig", "LiveHub", "RateLimiter", "create_app", "key_hash", "plotly_js_path", "session_cookie"]
 
 COOKIE = "gdrlab_class"
 STATIC = Path(__file__).resolve().parent / "static"
@@ -117,8 +131,51 @@ class ClassConfig:
     rate_per_minute: float = 60.0
     rate_burst: int = 30
     max_learners: int = 1000
+    max_live: int = 16  # dashboards streaming at once (server-sent events)
+    heartbeat_s: float = 15.0
     log: Callable[[str], None] | None = None
     limits: schema.Limits = field(default_factory=schema.Limits)
+
+
+class LiveHub:
+    """Who is streaming the dashboard live, and the wake-up when something changes. Thread-safe:
+    :meth:`notify` and :meth:`close` may be called from any thread (a signal handler included)."""
+
+    def __init__(self, max_clients: int) -> None:
+        self.max_clients = max_clients
+        self.closed = False
+        self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def clients(self) -> int:
+        with self._lock:
+            return len(self._waiters)
+
+    def enter(self, loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> bool:
+        with self._lock:
+            if self.closed or len(self._waiters) >= self.max_clients:
+                return False
+            self._waiters.add((loop, event))
+            return True
+
+    def leave(self, loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
+        with self._lock:
+            self._waiters.discard((loop, event))
+
+    def notify(self) -> None:
+        with self._lock:
+            waiters = list(self._waiters)
+        for loop, event in waiters:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # that loop has closed
+                pass
+
+    def close(self) -> None:
+        """Ends every stream (each sees ``closed`` on waking) and refuses new ones."""
+        self.closed = True
+        self.notify()
 
 
 class _Refused(Exception):
@@ -210,6 +267,9 @@ class _ClassView:
         self.cookie_value = session_cookie(config.instructor_token)
         self.log = config.log or (lambda line: None)
         self.recorded_cache: list[Any] = []
+        self.hub = LiveHub(config.max_live)
+        self.verdicts = Verdicts()
+        self._bodies: dict[int, Any] = {}  # doctor report submission id -> body
 
     # ------------------------------------------------------------------ who is asking
     def check_failed_auth(self, request: Request) -> None:
@@ -253,6 +313,7 @@ class _ClassView:
             raise _Refused(409, f"the class is full ({self.config.max_learners} learners)")
         key = secrets.token_urlsafe(32)
         learner_id = await run_in_threadpool(self.store.add_learner, name, key_hash(key))
+        self.hub.notify()
         self.log(f"learner {learner_id} joined: {schema._shown(name, 80)}")
         return JSONResponse({"learner_id": learner_id, "name": name, "key": key}, status_code=201)
 
@@ -265,6 +326,8 @@ class _ClassView:
                                          self.config.limits)
         outcomes = await run_in_threadpool(self.store.add_items, who["id"], doc["fingerprint"], submission_items(doc))
         new = [o for o in outcomes if not o.duplicate]
+        if new:
+            self.hub.notify()
         self.log(f"learner {who['id']} ({schema._shown(who['name'], 40)}): {len(new)} stored, "
                  f"{len(outcomes) - len(new)} already there, {sum(o.rows for o in new)} rows")
         return JSONResponse({"stored": len(new), "duplicates": len(outcomes) - len(new),
@@ -272,12 +335,35 @@ class _ClassView:
                             status_code=201 if new else 200)
 
     # ------------------------------------------------------------------ instructor
+    def _reports(self, ids: dict[tuple[int, str], int]) -> dict[tuple[int, str], tuple[int, Any]]:
+        out = {}
+        for machine, sid in ids.items():
+            if sid not in self._bodies:
+                self._bodies[sid] = self.store.submission_body(sid) or {}
+            out[machine] = (sid, self._bodies[sid])
+        return out
+
     def _state(self, since: int) -> dict[str, Any]:
+        """Everything the dashboard shows that changed after submission ``since``: the rows of
+        later submissions (and, with their new verdicts, the earlier rows of a machine whose doctor
+        report came later), the tables in full, the model curves when there are new rows."""
         store = self.store
         max_id = store.max_submission_id()
-        rows = [{k: r[k] for k in STATE_ROW_KEYS} for r in store.rows_after(since) if r["submission_id"] <= max_id]
-        return {"max_id": max_id, "learners": store.learners(), "machines": store.machines(),
-                "progress": store.progress(), "rows": rows, "counts": store.counts()}
+        new_rows = [r for r in store.rows_after(since) if r["submission_id"] <= max_id]
+        report_ids = store.machine_reports()
+        if since > 0:
+            seen = {r["id"] for r in new_rows}
+            for (learner_id, fp), sid in report_ids.items():
+                if since < sid <= max_id:
+                    new_rows += [r for r in store.rows_of_machine(learner_id, fp, since) if r["id"] not in seen]
+        reports = self._reports(report_ids)
+        verdicts = self.verdicts.explain(new_rows, reports)
+        rows = [{**{k: r[k] for k in STATE_ROW_KEYS}, **v} for r, v in zip(new_rows, verdicts)]
+        doc = {"max_id": max_id, "learners": store.learners(), "machines": store.machines(),
+               "progress": store.progress(), "rows": rows, "counts": store.counts(), "verdicts": list(VERDICTS)}
+        if rows or since == 0:
+            doc["models"] = self.verdicts.curves(store.row_keys(max_id), reports)
+        return doc
 
     async def state(self, request: Request) -> Response:
         self.instructor(request)
@@ -285,6 +371,55 @@ class _ClassView:
         if not since_text.isascii() or not since_text.isdigit() or len(since_text) > 18:
             raise _Refused(400, "since: a submission id (a whole number)")
         return JSONResponse(await run_in_threadpool(self._state, int(since_text)))
+
+    async def events(self, request: Request) -> Response:
+        """The dashboard's state as server-sent events (see the module docstring)."""
+        self.instructor(request)
+        since_text = request.query_params.get("since", "0")
+        resume = request.headers.get("last-event-id", "")
+        for text in (since_text, resume):
+            if text and (not text.isascii() or not text.isdigit() or len(text) > 18):
+                raise _Refused(400, "since: a submission id (a whole number)")
+        since = max(int(since_text or 0), int(resume or 0))
+        loop, wake = asyncio.get_running_loop(), asyncio.Event()
+        if not self.hub.enter(loop, wake):
+            if self.hub.closed:
+                raise _Refused(503, "the class view is shutting down", {"Retry-After": "5"})
+            raise _Refused(503, f"too many live dashboards ({self.hub.max_clients}): this page polls instead",
+                           {"Retry-After": "30"})
+        heartbeat = self.config.heartbeat_s
+
+        async def stream() -> Any:
+            cursor = since
+            try:
+                yield "retry: 2000\n\n"
+                while not self.hub.closed:
+                    wake.clear()
+                    state = await run_in_threadpool(self._state, cursor)
+                    cursor = state["max_id"]
+                    yield f"id: {cursor}\nevent: state\ndata: {json.dumps(state, separators=(',', ':'))}\n\n"
+                    while not self.hub.closed:
+                        try:
+                            await asyncio.wait_for(wake.wait(), heartbeat)
+                            break
+                        except asyncio.TimeoutError:
+                            yield ": heartbeat\n\n"
+                yield "event: bye\ndata: {}\n\n"
+            finally:
+                self.hub.leave(loop, wake)
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    async def export_parquet(self, request: Request) -> Response:
+        self.instructor(request)
+        anonymise = request.query_params.get("anonymise", "") in ("1", "true", "yes")
+        try:
+            data = await run_in_threadpool(export_parquet_bytes, self.store, anonymise)
+        except ImportError:
+            raise _Refused(501, "Parquet export needs pyarrow on the server: pip install 'gdrlab[class]'") from None
+        return Response(data, media_type="application/vnd.apache.parquet",
+                        headers={"Content-Disposition": 'attachment; filename="gdrlab-class.parquet"'})
 
     async def recorded(self, request: Request) -> Response:
         self.instructor(request)
@@ -370,7 +505,9 @@ def create_app(store: Store, config: ClassConfig) -> Starlette:
         Route("/api/submit", _guarded(v.submit), methods=["POST"]),
         Route("/api/state", _guarded(v.state)),
         Route("/api/recorded", _guarded(v.recorded)),
+        Route("/api/events", _guarded(v.events)),
         Route("/export.csv", _guarded(v.export_csv)),
+        Route("/export.parquet", _guarded(v.export_parquet)),
         Route("/dashboard", _guarded(v.dashboard)),
         Route("/login", _guarded(v.login), methods=["POST"]),
         Route("/logout", _guarded(v.logout), methods=["POST"]),
@@ -382,7 +519,9 @@ def create_app(store: Store, config: ClassConfig) -> Starlette:
         return _secured(_error(status, "not found" if status == 404 else "method not allowed" if status == 405
                                else "refused"))
 
-    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    app.state.class_view = v
+    return app
 
 
 def _recorded_rows() -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 from .app import ClassConfig, create_app
 from .store import Store
 
-__all__ = ["BackgroundServer", "bind", "uvicorn_server"]
+__all__ = ["BackgroundServer", "bind", "request_exit", "uvicorn_server"]
 
 
 def bind(host: str, port: int, backlog: int = 1024) -> socket.socket:
@@ -28,10 +28,30 @@ def bind(host: str, port: int, backlog: int = 1024) -> socket.socket:
 
 
 def uvicorn_server(store: Store, config: ClassConfig, log_level: str = "warning") -> Any:
+    """A uvicorn server of the class view whose exit (a signal, or :func:`request_exit`) first
+    ends the live dashboards' event streams, so it does not wait on them."""
     import uvicorn
+
     app = create_app(store, config)
-    return uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off",
-                                         timeout_graceful_shutdown=5, backlog=1024, server_header=False))
+    hub = app.state.class_view.hub
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            hub.close()
+            super().handle_exit(sig, frame)
+
+    server = _Server(uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off",
+                                    timeout_graceful_shutdown=5, backlog=1024, server_header=False))
+    server.class_hub = hub  # type: ignore[attr-defined]
+    return server
+
+
+def request_exit(server: Any) -> None:
+    """Stops ``server`` (from :func:`uvicorn_server`) from any thread: the streams end, then uvicorn."""
+    hub = getattr(server, "class_hub", None)
+    if hub is not None:
+        hub.close()
+    server.should_exit = True
 
 
 class BackgroundServer:
@@ -57,7 +77,7 @@ class BackgroundServer:
         return self
 
     def stop(self, within_s: float = 10.0) -> None:
-        self.server.should_exit = True
+        request_exit(self.server)
         self.thread.join(within_s)
         self.sock.close()
         if self.failed:

@@ -300,12 +300,42 @@ class Store:
                  .order_by(submissions.c.learner_id, submissions.c.lab))
             return [{"learner_id": r[0], "lab": r[1], "frames": int(r[2]), "rows": int(r[3])} for r in conn.execute(q)]
 
+    def machine_reports(self) -> dict[tuple[int, str], int]:
+        """(learner, machine fingerprint) -> the id of the latest doctor report stored for it."""
+        with self.engine.connect() as conn:
+            return {(r.learner_id, r.fingerprint): int(r.submission_id)
+                    for r in conn.execute(sa.select(machines.c.learner_id, machines.c.fingerprint,
+                                                    machines.c.submission_id))}
+
+    def submission_body(self, submission_id: int) -> Any:
+        """The stored body (JSON, as validated) of one submission; None when there is none."""
+        with self.engine.connect() as conn:
+            got = conn.execute(sa.select(submissions.c.body).where(submissions.c.id == submission_id)).scalar()
+        return json.loads(got) if got is not None else None
+
+    def row_keys(self, upto: int | None = None) -> list[dict[str, Any]]:
+        """The distinct (learner, fingerprint, path, wire, size) of the stored rows (of submissions
+        up to ``upto``): what the dashboard's model curves cover."""
+        with self.engine.connect() as conn:
+            q = sa.select(rows.c.learner_id, rows.c.fingerprint, rows.c.path, rows.c.wire, rows.c.size).distinct()
+            if upto is not None:
+                q = q.where(rows.c.submission_id <= upto)
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def rows_of_machine(self, learner_id: int, fingerprint: str, upto: int) -> list[dict[str, Any]]:
+        """The rows :meth:`rows_after` gives, of one learner's machine, in submissions up to ``upto``."""
+        return [r for r in self._rows_query(0, None, (learner_id, fingerprint, upto))]
+
     def max_submission_id(self) -> int:
         with self.engine.connect() as conn:
             return int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(submissions.c.id), 0))).scalar_one())
 
     def rows_after(self, submission_id: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
         """Result rows of submissions after ``submission_id``, with their learner and lab."""
+        return self._rows_query(submission_id, limit, None)
+
+    def _rows_query(self, submission_id: int, limit: int | None,
+                    machine: tuple[int, str, int] | None) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             q = (sa.select(rows.c.id, rows.c.submission_id, rows.c.learner_id, learners.c.name, rows.c.fingerprint,
                            rows.c.path, rows.c.wire, rows.c.size, rows.c.lat_p50_us, rows.c.bw_gbps,
@@ -314,6 +344,9 @@ class Store:
                  .select_from(rows.join(learners, learners.c.id == rows.c.learner_id)
                               .join(submissions, submissions.c.id == rows.c.submission_id))
                  .where(rows.c.submission_id > submission_id).order_by(rows.c.id))
+            if machine is not None:
+                q = q.where(rows.c.learner_id == machine[0], rows.c.fingerprint == machine[1],
+                            rows.c.submission_id <= machine[2])
             if limit:
                 q = q.limit(limit)
             out = []
