@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["H200_FACTS", "run_doctor_cli", "paths_table", "gpu_table", "h200_report", "host_measure",
            "host_sweep",
-           "host_sweep_widget", "host_model", "default_profile"]
+           "host_sweep_widget", "host_model", "default_profile", "host_spread", "spread_figure", "spread_note"]
 
 GiB = 1 << 30
 
@@ -151,3 +151,51 @@ def host_sweep_widget(sizes: Any = "8:4M", y: str = "lat_p50_us") -> SweepWidget
     # One local peer process and one connection for the whole sweep, not a process per point.
     return SweepWidget(Sweep("host"), sizes, y=y, name="host path, tcp loopback", model=host_model(sizes),
                        title="host path over the tcp wire")
+
+
+def host_spread(size: int = 8, repeats: int = 5, iters: int = 2000) -> "pd.DataFrame":
+    """``repeats`` latency tests of one size of the ``host`` path over one connection, back to
+    back: one row per repeat with its p50 and p99 (µs), live provenance. How much one machine's
+    small-message latency spreads, within a test (p99 against p50) and between tests (the p50s)."""
+    import pandas as pd
+
+    from ..engine import Sweep
+
+    rows = []
+    with Sweep("host", mode="lat", iters=int(iters)) as sweep:
+        for i in range(int(repeats)):
+            row, _ = sweep.row(int(size))
+            rows.append({"repeat": i + 1, "size": row["size"], "iters": row["iters"],
+                         "lat_p50_us": row["lat_p50_us"], "lat_p99_us": row["lat_p99_us"],
+                         "verified": row["verified"]})
+        prov = sweep.provenance()
+    return provenance.attach(pd.DataFrame(rows), prov)
+
+
+def spread_figure(df: "pd.DataFrame") -> Any:
+    """Each repeat's p50 as a point and its p99 as the top of a bar above it (µs, log scale)."""
+    import plotly.graph_objects as go
+
+    src = provenance.label(df)
+    fig = go.Figure()
+    fig.add_bar(x=df["repeat"], y=df["lat_p99_us"] - df["lat_p50_us"], base=df["lat_p50_us"],
+                name="p50 to p99", marker_color="rgba(99,110,250,0.25)",
+                hovertemplate="repeat %{x}: p99 %{y:.1f} µs above p50<extra></extra>")
+    fig.add_scatter(x=df["repeat"], y=df["lat_p50_us"], mode="markers", name="p50",
+                    marker={"size": 10, "color": "rgb(99,110,250)"},
+                    hovertemplate="repeat %{x}: p50 %{y:.2f} µs<extra></extra>")
+    size = int(df["size"].iloc[0])
+    fig.update_layout(title=f"{size} B host latency, {len(df)} tests in a row ({src})", height=360,
+                      xaxis_title="test", yaxis_title="latency, half round trip (µs)", yaxis_type="log",
+                      barmode="overlay")
+    return fig
+
+
+def spread_note(df: "pd.DataFrame") -> str:
+    """One sentence computed from ``df`` (from :func:`host_spread`): the p50s' range between tests
+    and how far the p99 sits above the p50 within them."""
+    p50, p99 = df["lat_p50_us"], df["lat_p99_us"]
+    ratio = (p99 / p50).median()
+    return (f"Here, {len(df)} tests of {int(df['size'].iloc[0])} B in a row: p50 from {p50.min():.1f} to "
+            f"{p50.max():.1f} µs, and the p99 a median {ratio:.1f}x the p50 within a test "
+            f"({provenance.label(df)}).")

@@ -130,6 +130,23 @@ else:
 # live (`.attrs["provenance"]`). The same measurement from a terminal:
 # `gdrlab bench --path host --sizes 8:4M`.
 
+# %% [markdown] id="00-host-spread-intro"
+# ### How steady is that floor?
+#
+# One test's p50 hides how much a small message's latency moves. The next cell runs five
+# latency tests of 8 B in a row over one connection and draws each test's p50 (a point) and its
+# p99 (the top of the bar). Each message wakes a process waiting for it: if that process is still
+# polling (the engine polls for up to 50 µs, `GDRLAB_SPIN_US`, before it sleeps) and has a core
+# to itself, it answers within a few µs; if it went to sleep, or shares its core with other work,
+# the scheduler wakes it tens of µs later. A VM with few virtual CPUs or a laptop saving power
+# lands in either regime from one test to the next, so its loopback floor is bimodal; a quiet
+# server with cores to spare stays in the fast one.
+
+# %% id="00-host-spread"
+spread = lab00.host_spread(size=8, repeats=3 if QUICK else 5, iters=500 if QUICK else 2000)
+display(lab00.spread_figure(spread))
+print(lab00.spread_note(spread))
+
 # %% [markdown] id="00-recorded-h200-machine"
 # ## 4. The recorded H200 machine
 #
