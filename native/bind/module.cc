@@ -15,6 +15,8 @@
 #include "core/knobs.h"
 #include "core/vocab.h"
 #include "paths/copybench.h"
+#include "paths/copyrun.h"
+#include "paths/sm_copy.h"
 #include "tcp/tcp_session.h"
 #include "verbs/session.h"
 #include "wire/frame.h"
@@ -219,6 +221,29 @@ void bind_gpu(nb::module_& m) {
         return samples_array(std::move(v));
       }, "src"_a, "dst"_a, "size"_a, "iters"_a, "warmup"_a, "peer_access"_a, "bidirectional"_a);
   m.def("can_access_peer", &can_access_peer, "a"_a, "b"_a);
+  m.def("copy_run", [](const std::vector<std::tuple<std::string, int, std::string, int, int>>& legs, size_t size,
+                       int iters, int warmup, const std::string& engine, int peer, int check_every) {
+        std::vector<CopyLeg> specs;
+        for (const auto& [sk, sd, dk, dd, ex] : legs) specs.push_back({kind_from(sk), sd, kind_from(dk), dd, ex});
+        if (engine != "ce" && engine != "sm") throw_invalid("unknown copy engine '" + engine + "'; valid: ce, sm");
+        if (peer < -1 || peer > 1) throw_invalid("peer must be -1 (auto), 0 (off) or 1 (on)");
+        CopyRunResult r;
+        {
+          nb::gil_scoped_release release;
+          r = copy_run(specs, size, iters, warmup, engine == "sm" ? CopyEngine::SM : CopyEngine::CE,
+                       static_cast<PeerMode>(peer), check_every);
+        }
+        nb::dict d;
+        d["host_s"] = samples_array(std::move(r.host_s));
+        d["event_s"] = samples_array(std::move(r.event_s));
+        d["bytes_per_sample"] = r.bytes_per_sample;
+        d["checks"] = r.checks;
+        d["sm_blocks"] = r.sm_blocks;
+        d["sm_threads"] = r.sm_threads;
+        return d;
+      }, "legs"_a, "size"_a, "iters"_a, "warmup"_a, "engine"_a, "peer"_a, "check_every"_a);
+  m.def("sm_copy_ptx", []() { return std::make_tuple(std::string(sm_copy_ptx()), std::string(sm_copy_ptx_isa()),
+                                                     std::string(sm_copy_ptx_target())); });
 
   m.def("cuda_probe", []() {
     std::string why;

@@ -5,10 +5,22 @@
  * returns CUDA_ERROR_OUT_OF_MEMORY (2). GDRLAB_FAKE_CUDA_DEVICES (1 to 8, default 1) sets how many
  * GPUs it reports; each has its own primary context, and fake_cuda_allocs_on(dev) counts the
  * allocations made while dev's context was current on the calling thread. The test build adds a stub returning 0 for every other
- * symbol the engine requires (tests/engine/test_native_cuda.py). */
+ * symbol the engine requires (tests/engine/test_native_cuda.py).
+ *
+ * Copies and the SM copy kernel: a "module" is the PTX text it was loaded from (its function must
+ * be declared there as ".entry NAME("), a launch of it copies params {dst, src, n} with memmove.
+ * Events record the host clock when cuEventRecord runs; cuEventElapsedTime refuses events made
+ * with CU_EVENT_DISABLE_TIMING (CUDA_ERROR_INVALID_HANDLE), as the driver does.
+ * GDRLAB_FAKE_CUDA_CORRUPT names a copy call (cuMemcpyHtoDAsync, cuMemcpyDtoHAsync,
+ * cuMemcpyDtoDAsync, cuMemcpyPeerAsync, cuLaunchKernel); its call number GDRLAB_FAKE_CUDA_CORRUPT_AT
+ * (from 0, default 0) among those made on a stream (not the null stream the engine's own fill and
+ * check use) flips one byte in the middle of what it wrote. GDRLAB_FAKE_CUDA_NO_PEER=1 makes
+ * cuDeviceCanAccessPeer answer 0. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int live_streams, live_events, live_allocs;
 static int ctx_storage[8];
@@ -72,8 +84,91 @@ int cuMemHostAlloc(void** p, size_t n, unsigned flags) {
   return 0;
 }
 int cuMemFreeHost(void* p) { free(p); --live_allocs; return 0; }
-int cuMemcpyHtoDAsync_v2(unsigned long long d, const void* s, size_t n, void* st) { (void)st; memcpy((void*)(uintptr_t)d, s, n); return 0; }
-int cuMemcpyDtoHAsync_v2(void* d, unsigned long long s, size_t n, void* st) { (void)st; memcpy(d, (void*)(uintptr_t)s, n); return 0; }
+static int live_modules, launches, stream_copies;
+int fake_cuda_live_modules(void) { return live_modules; }
+int fake_cuda_launches(void) { return launches; }
+int fake_cuda_stream_copies(void) { return stream_copies; }
+
+/* The copy every copy call and the kernel launch make; `call` is the name GDRLAB_FAKE_CUDA_CORRUPT
+ * may give. */
+static void copy_bytes(const char* call, void* d, const void* s, size_t n, void* stream) {
+  static int counted;
+  memmove(d, s, n);
+  if (!stream) return;
+  const char* want = getenv("GDRLAB_FAKE_CUDA_CORRUPT");
+  if (!want || strcmp(want, call) != 0 || n == 0) return;
+  const char* at = getenv("GDRLAB_FAKE_CUDA_CORRUPT_AT");
+  if (counted++ == (at ? atoi(at) : 0)) ((unsigned char*)d)[n / 2] ^= 0x5a;
+}
+int cuMemcpyHtoDAsync_v2(unsigned long long d, const void* s, size_t n, void* st) {
+  stream_copies += st != 0;
+  copy_bytes("cuMemcpyHtoDAsync", (void*)(uintptr_t)d, s, n, st);
+  return 0;
+}
+int cuMemcpyDtoHAsync_v2(void* d, unsigned long long s, size_t n, void* st) {
+  stream_copies += st != 0;
+  copy_bytes("cuMemcpyDtoHAsync", d, (void*)(uintptr_t)s, n, st);
+  return 0;
+}
+int cuMemcpyDtoDAsync_v2(unsigned long long d, unsigned long long s, size_t n, void* st) {
+  stream_copies += st != 0;
+  copy_bytes("cuMemcpyDtoDAsync", (void*)(uintptr_t)d, (void*)(uintptr_t)s, n, st);
+  return 0;
+}
+int cuMemcpyPeerAsync(unsigned long long d, void* dctx, unsigned long long s, void* sctx, size_t n, void* st) {
+  (void)dctx; (void)sctx;
+  stream_copies += st != 0;
+  copy_bytes("cuMemcpyPeerAsync", (void*)(uintptr_t)d, (void*)(uintptr_t)s, n, st);
+  return 0;
+}
+int cuMemsetD8_v2(unsigned long long d, unsigned char v, size_t n) { memset((void*)(uintptr_t)d, v, n); return 0; }
+int cuMemHostGetDevicePointer_v2(unsigned long long* d, void* host, unsigned flags) {
+  if (flags != 0) return 1; /* CUDA_ERROR_INVALID_VALUE: flags must be 0 */
+  *d = (unsigned long long)(uintptr_t)host;
+  return 0;
+}
+int cuDeviceCanAccessPeer(int* ok, int a, int b) {
+  const char* no = getenv("GDRLAB_FAKE_CUDA_NO_PEER");
+  *ok = a != b && !(no && strcmp(no, "1") == 0);
+  return 0;
+}
+
+struct fake_module { char* text; };
+struct fake_function { struct fake_module* mod; };
+int cuModuleLoadData(void** mod, const void* image) {
+  int r = fails("cuModuleLoadData");
+  if (r) return r;
+  const char* text = (const char*)image;
+  if (!strstr(text, ".version") || !strstr(text, ".target") || !strstr(text, ".entry")) return 218; /* INVALID_PTX */
+  struct fake_module* m = malloc(sizeof *m);
+  m->text = strdup(text);
+  *mod = m;
+  ++live_modules;
+  return 0;
+}
+int cuModuleGetFunction(void** fn, void* mod, const char* name) {
+  struct fake_module* m = mod;
+  char want[128];
+  snprintf(want, sizeof want, ".entry %s(", name);
+  if (!m || !strstr(m->text, want)) return 500; /* CUDA_ERROR_NOT_FOUND */
+  struct fake_function* f = malloc(sizeof *f);
+  f->mod = m;
+  *fn = f;
+  return 0;
+}
+/* The engine's copy kernel: params {dst, src, n}. */
+int cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned shared, void* stream, void** params, void** extra) {
+  (void)shared; (void)extra;
+  int r = fails("cuLaunchKernel");
+  if (r) return r;
+  if (!fn || !params || !gx || !gy || !gz || !bx || !by || !bz || bx * by * bz > 1024) return 1;
+  unsigned long long dst = *(unsigned long long*)params[0], src = *(unsigned long long*)params[1];
+  unsigned long long n = *(unsigned long long*)params[2];
+  ++launches;
+  copy_bytes("cuLaunchKernel", (void*)(uintptr_t)dst, (const void*)(uintptr_t)src, (size_t)n, stream);
+  return 0;
+}
 
 int cuStreamCreate(void** s, unsigned flags) {
   (void)flags;
@@ -84,12 +179,30 @@ int cuStreamCreate(void** s, unsigned flags) {
   return 0;
 }
 int cuStreamDestroy_v2(void* s) { free(s); --live_streams; return 0; }
+struct fake_event { unsigned flags; int recorded; double t; };
 int cuEventCreate(void** e, unsigned flags) {
-  (void)flags;
   int r = fails("cuEventCreate");
   if (r) return r;
-  *e = malloc(1);
+  struct fake_event* ev = calloc(1, sizeof *ev);
+  ev->flags = flags;
+  *e = ev;
   ++live_events;
+  return 0;
+}
+int cuEventRecord(void* e, void* stream) {
+  (void)stream;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  struct fake_event* ev = e;
+  ev->t = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+  ev->recorded = 1;
+  return 0;
+}
+int cuEventElapsedTime(float* ms, void* a, void* b) {
+  struct fake_event *s = a, *e = b;
+  if ((s->flags | e->flags) & 0x2) return 400; /* CUDA_ERROR_INVALID_HANDLE: made without timing */
+  if (!s->recorded || !e->recorded) return 600; /* CUDA_ERROR_NOT_READY */
+  *ms = (float)(e->t - s->t);
   return 0;
 }
 int cuEventDestroy_v2(void* e) { free(e); --live_events; return 0; }

@@ -14,6 +14,8 @@ typedef unsigned long long CUdeviceptr;
 typedef struct CUctx_st* CUcontext;
 typedef struct CUstream_st* CUstream;
 typedef struct CUevent_st* CUevent;
+typedef struct CUmod_st* CUmodule;
+typedef struct CUfunc_st* CUfunction;
 
 enum : int {
   CUDA_SUCCESS = 0,
@@ -25,6 +27,8 @@ enum : int {
   CUDA_ERROR_INVALID_CONTEXT = 201,
   CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
+  CUDA_ERROR_INVALID_PTX = 218,
+  CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
   CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
   CUDA_ERROR_PEER_ACCESS_NOT_ENABLED = 705,
   CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
@@ -32,6 +36,7 @@ enum : int {
 };
 
 enum : int {
+  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
   CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33,
   CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID = 34,
   CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT = 40,
@@ -71,6 +76,7 @@ enum : int {
 
 enum : unsigned {
   CU_STREAM_NON_BLOCKING = 0x1,
+  CU_EVENT_DEFAULT = 0x0,
   CU_EVENT_DISABLE_TIMING = 0x2,
   CU_MEMHOSTALLOC_PORTABLE = 0x1,
   CU_MEMHOSTREGISTER_PORTABLE = 0x1,
@@ -115,6 +121,15 @@ enum : unsigned {
   REQ(cuEventDestroy, "cuEventDestroy_v2", CUresult, (CUevent))                               \
   REQ(cuEventRecord, "cuEventRecord", CUresult, (CUevent, CUstream))                          \
   REQ(cuEventSynchronize, "cuEventSynchronize", CUresult, (CUevent))                          \
+  REQ(cuEventElapsedTime, "cuEventElapsedTime", CUresult, (float*, CUevent, CUevent))         \
+  REQ(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2", CUresult,                    \
+      (CUdeviceptr*, void*, unsigned))                                                        \
+  /* The SM copy kernel: PTX text JIT-compiled by the driver for the GPU it runs on. */      \
+  REQ(cuModuleLoadData, "cuModuleLoadData", CUresult, (CUmodule*, const void*))               \
+  REQ(cuModuleGetFunction, "cuModuleGetFunction", CUresult, (CUfunction*, CUmodule, const char*)) \
+  REQ(cuLaunchKernel, "cuLaunchKernel", CUresult,                                             \
+      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,      \
+       CUstream, void**, void**))                                                             \
   REQ(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", CUresult, (int*, CUdevice, CUdevice))   \
   REQ(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", CUresult, (CUcontext, unsigned))        \
   REQ(cuCtxDisablePeerAccess, "cuCtxDisablePeerAccess", CUresult, (CUcontext))                \

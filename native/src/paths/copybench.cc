@@ -55,7 +55,7 @@ bool can_access_peer(int a, int b) {
   return ok != 0;
 }
 
-static void set_peer_access(int from, int to, bool on) {
+void set_peer_access(int from, int to, bool on) {
   const CudaApi& api = cuda();
   cuda_use(from);
   CUresult r = on ? api.cuCtxEnablePeerAccess(cuda_context(to), 0) : api.cuCtxDisablePeerAccess(cuda_context(to));

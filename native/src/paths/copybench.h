@@ -21,6 +21,8 @@ std::vector<double> copy_samples(CopyDir dir, size_t size, int iters, int warmup
 std::vector<double> peer_samples(int src, int dst, size_t size, int iters, int warmup, bool peer_access,
                                  bool bidirectional);
 bool can_access_peer(int a, int b);
+// Peer access from GPU `from`'s context to GPU `to`'s memory on or off (already so is fine).
+void set_peer_access(int from, int to, bool on);
 
 // dma-buf export of GPU memory (cuMemGetHandleForAddressRange, DMA_BUF_FD): what an RDMA driver
 // imports with ibv_reg_dmabuf_mr. The fd is owned by the returned object.
