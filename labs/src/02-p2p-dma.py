@@ -349,6 +349,18 @@ if p2p.data is not None:
 explorer = lab02.p2p_explorer("8:256M", y="bw_gbps")
 explorer
 
+# %% [markdown] id="02-seed-4mb-figure"
+# The same article pairs "4 MB", "380 Gb/s" and "3 µs" in one sentence. Rates and sizes settle it:
+# a message cannot arrive before its last byte has crossed the link.
+
+# %% id="02-seed-4mb-arithmetic"
+from gdrlab import units
+
+link_gbps = units.to_gbps(380, "Gb/s")           # bits to bytes: 47.5 GB/s
+four_mib_us = 4 * 2**20 / (link_gbps * 1e9) * 1e6
+print(f"4 MiB at 380 Gb/s ({link_gbps:.1f} GB/s) takes at least {four_mib_us:.0f} µs on the wire; "
+      "3 µs is a small-message latency, not a 4 MB transfer time")
+
 # %% [markdown] id="02-exercise-3-2-points"
 # ### Exercise 3 (2 points): what peer access buys
 #

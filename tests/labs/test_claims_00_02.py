@@ -117,3 +117,15 @@ def test_no_graded_number_in_what_you_saw():
         assert graded not in saw["01-bar1-exposure.py"]
     for graded in ("10x", "4x lower"):
         assert graded not in saw["02-p2p-dma.py"]
+
+
+def test_seed_4mb_380gbps_3us_is_computed_through_units():
+    """Seed error 7 (third figure): 4 MiB at 380 Gb/s takes about 88 µs, not 3 µs; the lab computes
+    it through gdrlab.units."""
+    from gdrlab import units
+
+    assert units.to_gbps(380, "Gb/s") == pytest.approx(47.5)
+    assert 4 * 2**20 * 8 / 380e9 * 1e6 == pytest.approx(88.3, abs=0.1)     # by hand: bits over bit rate
+    text = _text("02-p2p-dma.py")
+    cell = text[text.index('id="02-seed-4mb-arithmetic"'):text.index('id="02-exercise-3-2-points"')]
+    assert 'units.to_gbps(380, "Gb/s")' in cell and "88" not in cell      # printed from the arithmetic
