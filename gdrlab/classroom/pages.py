@@ -47,6 +47,24 @@ def machine_cells(m: dict[str, Any]) -> list[str]:
     return [str(m.get("learner")), str(m.get("fingerprint"))[:8], str(m.get("host")), gpus, nics, peer, paths, gdr]
 
 
+#: The colour of each verdict of :func:`gdrlab.model.explain_rows` on the dashboard (colour-blind
+#: safe: the Okabe-Ito palette; "low", the one to act on, is the strongest).
+VERDICT_COLORS = {"normal": "#009E73", "low": "#D55E00", "high": "#0072B2", "not comparable": "#CC79A7",
+                  "not modelled": "#999999"}
+VERDICT_MEANING = {
+    "normal": "within 25 % of the model of that learner's machine",
+    "low": "slower than the model by more than 25 %: the hover names the likeliest cause",
+    "high": "faster than the model by more than 25 % (a model too pessimistic, or a measurement to check)",
+    "not comparable": "a wire path measured against a local peer over loopback",
+    "not modelled": "no doctor report from that machine yet, or a path the model does not cover"}
+
+
+def verdict_legend() -> str:
+    items = "".join(f'<li data-verdict="{_e(v)}" data-color="{_e(c)}"><span class="swatch" style="background:{_e(c)}">'
+                    f'</span> <b>{_e(v)}</b>: {_e(VERDICT_MEANING[v])}</li>' for v, c in VERDICT_COLORS.items())
+    return f'<ul id="verdict-legend">{items}</ul>'
+
+
 MACHINE_HEADERS = ["learner", "machine", "host", "GPUs (PCIe now of max, NUMA)", "RDMA NICs", "peer memory",
                    "paths that run", "GDR (NCCL's rule)"]
 
@@ -60,10 +78,13 @@ def dashboard_page(store: Store) -> str:
     return _page("gdrlab class view", f"""<header><h1>gdrlab class view</h1>
 <p id="status">{_e(counts['learners'])} learners, {_e(counts['machines'])} machines, {_e(counts['rows'])} result rows
 </p><form method="post" action="logout"><button type="submit">log out</button></form>
-<a href="export.csv" id="export">export CSV</a> <a href="export.csv?anonymise=1">export CSV (anonymised)</a></header>
+<a href="export.csv" id="export">export CSV</a> <a href="export.csv?anonymise=1">export CSV (anonymised)</a>
+<a href="export.parquet?anonymise=1" id="export-parquet">export Parquet (anonymised)</a></header>
 <section><h2>Machines</h2><table id="machines"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>
 <section><h2>Sweeps per path</h2><p>Each learner's machine is one curve; the dashed grey curve is the recorded
-H200 sweep shipped with gdrlab. <label>metric <select id="metric"><option value="bw_gbps">bandwidth (GB/s)</option>
+H200 sweep shipped with gdrlab, the dotted dark curves the model of each kind of machine in the room. Each point
+is coloured by "is this number normal": the model's prediction for that learner's machine (as
+<code>gdrlab bench --explain</code> gives it there).</p>{verdict_legend()}<p><label>metric <select id="metric"><option value="bw_gbps">bandwidth (GB/s)</option>
 <option value="lat_p50_us">latency p50 (us)</option></select></label></p><div id="plots"></div></section>
 <section><h2>Progress per lab</h2><table id="progress"><thead><tr><th>learner</th><th>lab</th><th>frames</th>
 <th>rows</th></tr></thead><tbody></tbody></table></section>

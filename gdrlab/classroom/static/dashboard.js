@@ -1,5 +1,7 @@
-// gdrlab class view: the instructor's dashboard. Polls api/state once a second and redraws
-// without reloading. Every learner-supplied string reaches the page through textContent (never
+// gdrlab class view: the instructor's dashboard. Listens to api/events (server-sent events) and
+// redraws without reloading; where the stream cannot be had (an old browser, the server's limit of
+// live dashboards) it polls api/state once a second instead. Each point is coloured by the model's
+// verdict for that learner's machine, the likeliest cause in its hover text. Every learner-supplied string reaches the page through textContent (never
 // innerHTML), and reaches plotly (whose labels understand a little HTML) with <, > and & escaped.
 "use strict";
 (function () {
@@ -9,6 +11,9 @@
   const rows = new Map();        // row id -> row
   const plots = new Map();       // path -> div
   let recorded = {};
+  let models = {};               // path -> [{label, wire, size, bw_gbps, lat_p50_us}]
+  let polling = false;
+  const COLORS = {};             // verdict -> colour, from the legend in the page
   let lastMachines = "";
   let lastProgress = "";
   let lastLearners = "";
@@ -73,29 +78,43 @@
       if (!byPath.has(r.path)) byPath.set(r.path, new Map());
       const key = r.learner_id + "|" + r.fingerprint;
       const curves = byPath.get(r.path);
-      if (!curves.has(key)) curves.set(key, {learner: r.learner, fp: r.fingerprint, pts: new Map()});
+      if (!curves.has(key)) curves.set(key, {learner: r.learner, learner_id: r.learner_id, fp: r.fingerprint,
+                                             pts: new Map()});
       curves.get(key).pts.set(r.size, r);  // a re-measured size replaces the earlier point
     }
+    const unit = metric === "bw_gbps" ? " GB/s" : " us";
+    const modelKey = metric === "bw_gbps" ? "model_bw_gbps" : "model_lat_us";
     for (const [path, curves] of byPath) {
       const traces = [];
       const ref = recorded[path];
       if (ref) {
         traces.push({x: ref.size, y: ref[metric], mode: "lines", name: plotText(ref.label),
-                     line: {dash: "dash", color: "#999"}, hoverinfo: "x+y+name"});
+                     line: {dash: "dash", color: "#999"}, hoverinfo: "x+y+name", meta: {kind: "recorded"}});
+      }
+      for (const m of models[path] || []) {
+        traces.push({x: m.size, y: m[metric], mode: "lines", name: plotText(m.label),
+                     line: {dash: "dot", color: "#555", width: 1.5}, hoverinfo: "x+y+name", meta: {kind: "model"}});
       }
       for (const c of curves.values()) {
         const pts = Array.from(c.pts.values()).sort((a, b) => a.size - b.size);
         const name = plotText(c.learner) + " (" + plotText(String(c.fp).slice(0, 8)) + ")";
         traces.push({x: pts.map(p => p.size), y: pts.map(p => p[metric]), mode: "lines+markers", name: name,
-                     text: pts.map(p => plotText(c.learner) + "<br>" + plotText(p.source) +
-                                        (p.lab ? "<br>lab " + plotText(p.lab) : "")),
+                     marker: {size: 9, color: pts.map(p => COLORS[p.verdict] || COLORS["not modelled"] || "#aaa"),
+                              line: {width: 1, color: "#333"}},
+                     meta: {kind: "learner", learner_id: c.learner_id, fingerprint: c.fp,
+                            verdicts: pts.map(p => p.verdict || "not modelled")},
+                     text: pts.map(p => plotText(c.learner) + "<br><b>" + plotText(p.verdict || "not modelled") + "</b>" +
+                                        (p[modelKey] !== null && p[modelKey] !== undefined
+                                          ? " (model " + Number(p[modelKey]).toPrecision(3) + unit + ")" : "") +
+                                        (p.cause ? "<br>likeliest cause: " + plotText(p.cause) : "") +
+                                        "<br>" + plotText(p.source) + (p.lab ? "<br>lab " + plotText(p.lab) : "")),
                      hovertemplate: "%{x} B: %{y}<br>%{text}<extra></extra>"});
       }
       const layout = {title: {text: plotText(path)}, height: 360, margin: {t: 40, l: 60, r: 10, b: 50},
                       xaxis: {type: "log", title: {text: "message size (bytes)"}},
                       yaxis: {type: metric === "lat_p50_us" ? "log" : "linear",
                               title: {text: metric === "bw_gbps" ? "GB/s" : "us (p50)"}},
-                      legend: {orientation: "v"}};
+                      legend: {orientation: "v"}, hovermode: "closest"};
       window.Plotly.react(plotFor(path), traces, layout, {displaylogo: false, responsive: true});
     }
   }
@@ -121,9 +140,12 @@
     }
     const c = state.counts;
     document.getElementById("status").textContent =
-      c.learners + " learners, " + c.machines + " machines, " + c.rows + " result rows (live)";
+      c.learners + " learners, " + c.machines + " machines, " + c.rows + " result rows (live" +
+      (polling ? ", polling" : "") + ")";
     document.body.dataset.rows = String(rows.size);
-    if (state.rows.length) redraw();
+    document.body.dataset.live = polling ? "poll" : "sse";
+    if (state.models) models = state.models;
+    if (state.rows.length || state.models) redraw();
   }
 
   async function poll() {
@@ -137,13 +159,38 @@
     window.setTimeout(poll, POLL_MS);
   }
 
+  function startPolling() {
+    if (polling) return;
+    polling = true;
+    document.body.dataset.live = "poll";
+    poll();
+  }
+
+  function listen() {  // server-sent events; polling where they cannot be had
+    if (!window.EventSource) { startPolling(); return; }
+    const es = new EventSource("api/events?since=" + since);
+    es.addEventListener("state", ev => apply(JSON.parse(ev.data)));
+    es.addEventListener("bye", () => {  // the server is stopping: try again shortly
+      es.close();
+      document.getElementById("status").textContent = "server stopped, reconnecting";
+      window.setTimeout(listen, 3000);
+    });
+    es.onerror = () => {
+      if (es.readyState === EventSource.CLOSED) startPolling();  // refused (limit, login): poll instead
+      else document.getElementById("status").textContent = "server not reachable, retrying";
+    };
+  }
+
   async function start() {
     try {
       const resp = await fetch("api/recorded", {credentials: "same-origin"});
       if (resp.ok) recorded = await resp.json();
     } catch (e) { /* no overlay */ }
+    for (const li of document.querySelectorAll("#verdict-legend [data-verdict]")) {
+      COLORS[li.dataset.verdict] = li.dataset.color;
+    }
     document.getElementById("metric").addEventListener("change", redraw);
-    poll();
+    listen();
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start); else start();
