@@ -85,13 +85,24 @@ def resolve_workdir(workdir: str | None = None) -> Path:
     return path
 
 
+def resolve_lab(name: str, labs: Sequence[str]) -> str:
+    """``"02"``, ``"2"`` or ``"02-p2p-dma"`` -> ``"02-p2p-dma"``; ValueError naming the known labs."""
+    text = str(name).strip()
+    if text in labs:
+        return text
+    if text.isdecimal() and len(text) <= 2:
+        hits = [lab for lab in labs if lab.split("-", 1)[0] == text.zfill(2)]
+        if len(hits) == 1:
+            return hits[0]
+    raise ValueError(f"--reset: unknown lab {text[:40]!r}; give its number or name: {', '.join(labs)}")
+
+
 def plan(workdir: Path, reset: Sequence[str] = ()) -> dict[str, list[str]]:
     """What :func:`prepare` would do: ``{"added": [...], "kept": [...], "reset": [...]}`` of
-    ``lab/file`` names. Unknown names in ``reset`` raise ValueError naming the known labs."""
+    ``lab/file`` names. A lab in ``reset`` is its full name or its number (``02`` or ``2``);
+    unknown names raise ValueError naming the known labs."""
     labs = shipped_labs()
-    unknown = sorted(set(reset) - set(labs))
-    if unknown:
-        raise ValueError(f"--reset: unknown lab {', '.join(unknown)}; known: {', '.join(labs)}")
+    reset = [resolve_lab(name, labs) for name in reset]
     out: dict[str, list[str]] = {"added": [], "kept": [], "reset": []}
     for lab in labs:
         for src in sorted((STUDENT_LABS / lab).iterdir()):

@@ -85,8 +85,16 @@ def test_reset_keeps_the_learners_copy_beside_a_fresh_one(tmp_path):
     assert out["reset"] == [f"{name}/{nb.name}"] and len(out["backups"]) == 1
     assert (tmp_path / out["backups"][0]).read_text() == "my answers"
     assert nb.read_text() == (lab.STUDENT_LABS / name / nb.name).read_text()
-    with pytest.raises(ValueError, match="--reset: unknown lab nope"):
+    with pytest.raises(ValueError, match="--reset: unknown lab 'nope'"):
         lab.prepare(tmp_path, reset=["nope"])
+    # by number, as a learner types it (issue 34 item 9): "02" and "2" name lab 02
+    second = lab.shipped_labs()[2]
+    assert second.startswith("02-")
+    for short in ("02", "2"):
+        assert lab.plan(tmp_path, reset=[short])["reset"] and all(
+            n.startswith(second + "/") for n in lab.plan(tmp_path, reset=[short])["reset"])
+    with pytest.raises(ValueError, match="unknown lab '9'"):
+        lab.plan(tmp_path, reset=["9"])
 
 
 def test_workdir_default_env_and_refusal_inside_the_sources(tmp_path, monkeypatch):
