@@ -12,7 +12,7 @@ from typing import NoReturn
 from . import __version__
 from .errors import GdrlabError
 
-COMMANDS = ["doctor", "topo", "bench", "serve", "model", "p2p_matrix", "nccl", "lab", "classroom"]
+COMMANDS = ["doctor", "topo", "bench", "serve", "model", "p2p_matrix", "copy", "nccl", "lab", "classroom", "imports"]
 
 
 class _Parser(argparse.ArgumentParser):
