@@ -127,7 +127,7 @@ def _print(args: argparse.Namespace, df) -> None:
     print(f"nvbandwidth testcase: {first['nvbandwidth'] or 'none'}")
     if first["engine"] == "sm":
         print(f"SM copy kernel: PTX ISA 6.0, target sm_50, JIT-compiled by the driver; "
-              f"grid of {int(first["sm_blocks"])} x {int(first["sm_threads"])} threads at the first size")
+              f"grid of {int(first['sm_blocks'])} x {int(first['sm_threads'])} threads at the first size")
     for key, text in timing.items():
         print(f"  {key}_*: {text}")
     rows = [{c: (f"{r[c]:.2f}" if isinstance(r[c], float) else r[c]) for c in COLUMNS} for r in
