@@ -12,7 +12,16 @@ from . import routes as R
 from .core import NETWORK_PATHS, _resolve, as_sizes, check_path, default_paths, evaluate
 from .profile import Profile
 
-__all__ = ["crossings", "crossover", "hybrid_policy", "CHUNK_NOTE"]
+__all__ = [
+    "CHUNK_NOTE",
+    "band_margin_us",
+    "crossings",
+    "crossover",
+    "hybrid_policy",
+    "ranges_of",
+    "settled_policy",
+    "step_bands",
+]
 
 _STEPS_PER_OCTAVE = 32
 _MAX_ROUNDS = 64
@@ -20,7 +29,8 @@ _MAX_ROUNDS = 64
 #: Printed beside every crossing list: the steps are the model's, not a numerical artefact.
 CHUNK_NOTE = ("pipelined latency steps up at every multiple of the chunk size (one more chunk pays its "
               "fixed costs again), so the faster path can change back and forth just below and above "
-              "chunk multiples: these are real features of the pipelined schedule, not rounding")
+              "chunk multiples: these are real features of the pipelined schedule, not rounding. Each "
+              "stretch where it happens is one band (step_bands), where the two paths stay close")
 
 
 def _grid(lo: int, hi: int, chunk: float | None = None) -> np.ndarray:
@@ -111,6 +121,13 @@ def _first_true(pred: Callable[[np.ndarray], np.ndarray], lo: np.ndarray, hi: np
     return hi
 
 
+def _b_ahead(lat_a: np.ndarray, lat_b: np.ndarray) -> np.ndarray:
+    """Where ``b`` is faster than ``a`` by more than a near-tie (1e-9 relative, as :func:`_best`):
+    pipelined of one chunk and shared are the same schedule summed two ways, and rounding must
+    not count as a change of the faster path."""
+    return lat_b * (1 + 1e-9) < lat_a
+
+
 def _best(lat: np.ndarray) -> np.ndarray:
     """Index of the fastest path per column; near-ties (1e-9 relative) go to the earlier path."""
     ok = lat <= lat.min(axis=0) * (1 + 1e-9)
@@ -132,9 +149,9 @@ def crossings(profile: Profile | str, a: str, b: str, *, lo: int = 1, hi: int = 
 
     def b_wins(x: Any) -> np.ndarray:
         x = np.atleast_1d(np.asarray(x))
-        return lat_b(x) < lat_a(x)
+        return _b_ahead(lat_a(x), lat_b(x))
 
-    wins = lat[1] < lat[0]
+    wins = _b_ahead(lat[0], lat[1])
     out = [{"size": int(g[0]), "faster": b}] if wins[0] else []
     j = np.flatnonzero(wins[1:] != wins[:-1]) + 1
     now = wins[j]
@@ -197,3 +214,81 @@ def hybrid_policy(profile: Profile | str, paths: Iterable[str] | None = None, *,
         else:
             merged.append(r)
     return merged
+
+
+# ----------------------------------------------------------------------------- chunk steps
+def ranges_of(changes: list[dict], a: str, b: str, lo: int = 1, hi: int = 1 << 30) -> list[dict]:
+    """The ``{"lo", "hi", "path"}`` ranges that a :func:`crossings` list describes over [lo, hi]."""
+    out: list[dict] = []
+    start, path = int(lo), a
+    for c in changes:
+        if c["size"] > start:
+            out.append({"lo": start, "hi": int(c["size"]) - 1, "path": path})
+        start, path = int(c["size"]), c["faster"]
+    out.append({"lo": start, "hi": int(hi), "path": path})
+    return [r for r in out if r["hi"] >= r["lo"]]
+
+
+def step_bands(ranges: list[dict], chunk: float | None) -> list[dict]:
+    """Runs of ranges that exist only because a pipelined latency steps at chunk multiples.
+
+    A range is a *step island* when it is narrower than one chunk and the ranges on both sides
+    belong to one same path: one more chunk's fixed costs (paid from each multiple of the chunk
+    size on) hand the lead back and forth there, and in between the two paths' latencies cross
+    again as the steady rates take over. A band is a maximal run of such islands; it reports its
+    bounds, the paths that trade the lead, how many times the faster path changes inside it, and
+    the chunk multiples it holds. Without a chunk size (no pipelined path) there are no bands."""
+    if not chunk or len(ranges) < 3:
+        return []
+    c = float(chunk)
+    island = [0 < i < len(ranges) - 1 and ranges[i - 1]["path"] == ranges[i + 1]["path"]
+              and ranges[i]["hi"] - ranges[i]["lo"] + 1 < c for i in range(len(ranges))]
+    bands: list[dict] = []
+    i = 0
+    while i < len(ranges):
+        if not island[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(ranges) and island[j + 1]:
+            j += 1
+        lo, hi = ranges[i]["lo"], ranges[j]["hi"]
+        paths = sorted({ranges[k]["path"] for k in range(i - 1, j + 2)})
+        first, last = int(np.ceil((lo - 1) / c)), int(np.floor(hi / c))   # a step at k*c shows from k*c + 1
+        bands.append({"lo": lo, "hi": hi, "paths": paths, "changes": j - i + 2,
+                      "before": ranges[i - 1]["path"], "after": ranges[j + 1]["path"],
+                      "chunk_bytes": int(c), "chunk_multiples": [k * int(c) for k in range(max(first, 1), last + 1)]})
+        i = j + 1
+    return bands
+
+
+def settled_policy(ranges: list[dict], bands: list[dict]) -> list[dict]:
+    """``ranges`` with every step band as one row: ``{"lo", "hi", "path"}`` for the settled
+    ranges and ``{"lo", "hi", "path": None, "paths": [...], "band": True}`` for a band."""
+    out: list[dict] = []
+    for r in ranges:
+        band = next((b for b in bands if b["lo"] <= r["lo"] and r["hi"] <= b["hi"]), None)
+        if band is not None:
+            if not out or out[-1].get("band") is not True or out[-1]["lo"] != band["lo"]:
+                out.append({"lo": band["lo"], "hi": band["hi"], "path": None, "paths": band["paths"], "band": True})
+            continue
+        if out and out[-1].get("path") == r["path"]:
+            out[-1]["hi"] = r["hi"]
+        else:
+            out.append(dict(r))
+    return out
+
+
+def band_margin_us(profile: Profile | str, paths: Iterable[str], band: dict, *, placement: str | None = None,
+                   chunk: int | None = None, depth: int | None = None, wire: str | None = None,
+                   **overrides: Any) -> float:
+    """The largest latency gap (us) between the paths trading the lead inside ``band``, over its
+    chunk multiples (both sides) and 256 sizes across it: how little the choice matters there."""
+    fns = [_lat_fn(profile, p, placement, chunk, depth, wire, overrides) for p in paths]
+    edges = np.asarray(band["chunk_multiples"], dtype=float)
+    x = np.unique(np.r_[np.linspace(band["lo"], band["hi"], 256), edges, edges + 1,
+                        float(band["lo"]), float(band["hi"])])
+    x = x[(x >= band["lo"]) & (x <= band["hi"])]
+    lat = np.stack([f(x) for f in fns])
+    gap = lat.max(axis=0) - lat.min(axis=0)
+    return float(np.max(gap))
