@@ -4,6 +4,7 @@
     gdrlab class join 'http://HOST:8731/?join=TOKEN' --name "Ada"              (each learner, once)
     gdrlab class submit [bench.json ...]                                       (each learner, any time)
     gdrlab class export --db class.sqlite -o class.csv                         (instructor)
+    gdrlab class export --db class.sqlite -o class.parquet --anonymise         (a dataset for next year)
 """
 from __future__ import annotations
 
@@ -78,12 +79,15 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     u.add_argument("--no-doctor", action="store_true", help="send only the files, not the doctor report")
     u.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="give up after (default 30)")
 
-    e = _sub(cmds, "export", "write every stored result row as CSV (instructor)",
-             "Read the class database and write every result row, with learner, machine fingerprint, lab and "
-             "provenance, as CSV (the result schema's column names).")
+    e = _sub(cmds, "export", "write every stored result row as CSV or Parquet (instructor)",
+             "Read the class database and write every result row, with learner, anonymised learner, machine "
+             "fingerprint, lab, measurement date and provenance, as CSV or Parquet (the result schema's column "
+             "names). gdrlab.classroom.export.read_export reads either back.")
     e.add_argument("--db", default="class.sqlite", metavar="FILE|URL", help="the class database (default class.sqlite)")
     e.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
     e.add_argument("--anonymise", action="store_true", help="learner-ID instead of names")
+    e.add_argument("--format", choices=("csv", "parquet"), default=None,
+                   help="csv or parquet (default: from the -o file's suffix, else csv); parquet needs -o")
     p.set_defaults(_class_parser=p)
     return p
 
@@ -225,14 +229,35 @@ def _export(args: argparse.Namespace) -> int:
     _need_server_packages()
     from ..classroom.export import export_rows_csv
     from ..classroom.store import open_store
+    fmt = args.format or ("parquet" if (args.output or "").lower().endswith((".parquet", ".pq")) else "csv")
+    if fmt == "parquet" and not args.output:
+        raise InvalidArgument("--format parquet: name the file with -o FILE (Parquet is not written to a terminal)")
+    if fmt == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise InvalidArgument("Parquet export needs pyarrow: pip install 'gdrlab[class]'") from None
     if "://" not in args.db and not os.path.isfile(args.db):
         raise InvalidArgument(f"--db {printable(args.db)}: no such class database")
     store = open_store(args.db)
     try:
-        text = export_rows_csv(store, anonymise=args.anonymise)
-        rows = store.counts()["rows"]
+        if fmt == "parquet":
+            from ..classroom.export import export_parquet_bytes
+            data = export_parquet_bytes(store, anonymise=args.anonymise)
+            rows = store.counts()["rows"]
+        else:
+            text = export_rows_csv(store, anonymise=args.anonymise)
+            rows = store.counts()["rows"]
     finally:
         store.close()
+    if fmt == "parquet":
+        with open(args.output, "wb") as fb:
+            fb.write(data)
+        if args.json:
+            emit_json({"output": args.output, "rows": rows, "format": "parquet"})
+        else:
+            print(f"wrote {rows} rows to {args.output} (Parquet)", file=sys.stderr)
+        return 0
     if args.output:
         with open(args.output, "w", encoding="utf-8", newline="") as f:
             f.write(text)
