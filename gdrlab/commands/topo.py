@@ -56,13 +56,16 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     src.add_argument("--list", action="store_true",
                      help="list the shipped recorded machines (hwloc XML) and nvidia-smi matrices")
     p.add_argument("--gdr-level", default=None,
-                   help="NCCL_NET_GDR_LEVEL to apply (name or 0-5; default: $NCCL_NET_GDR_LEVEL, else NCCL's PXB)")
+                   help="NCCL_NET_GDR_LEVEL to apply (name or 0-5; default: $NCCL_NET_GDR_LEVEL, else the "
+                        "NCCL version's default)")
+    p.add_argument("--nccl-version", default=None, metavar="X.Y[.Z]",
+                   help="apply the GDR rule of this NCCL release, 2.12 to 2.30 (default: the newest the kit knows)")
     return p
 
 
-def render(topo: Topology, level: str | None = None) -> str:
+def render(topo: Topology, level: str | None = None, nccl_version: str | None = None) -> str:
     """The matrix laid out like ``nvidia-smi topo -m``, then nearest NIC, GDR and NUMA lines."""
-    data = topo.to_json(level=level)
+    data = topo.to_json(level=level, nccl_version=nccl_version)
     names = [d["name"] for d in topo.devices]
     nics = topo.nics
     alias = {n: f"NIC{i}" for i, n in enumerate(nics)}
@@ -130,6 +133,19 @@ def render_matrix(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _with_version(report: dict, level: str | None, nccl_version: str | None) -> dict:
+    """A matrix report's GDR verdicts redone by the rule of ``nccl_version`` (same codes, same why)."""
+    if nccl_version is None:
+        return report
+    from ..topology._topo import gdr_verdict
+    from ..topology.nvsmi import _MEANING
+    for g, per_nic in report["gdr"].items():
+        for nic, old in per_nic.items():
+            per_nic[nic] = gdr_verdict(g, nic, old["code"], _MEANING.get(old["code"], "as nvidia-smi printed it"),
+                                       level, nccl_version)
+    return report
+
+
 def _run_matrix(args: argparse.Namespace, level: str | None) -> int:
     shipped = recorded_matrices()
     name = args.matrix
@@ -143,7 +159,7 @@ def _run_matrix(args: argparse.Namespace, level: str | None) -> int:
     except OSError as e:
         raise InvalidArgument(f"cannot read {name}: {e.strerror or e} (shipped matrices: "
                               f"{', '.join(shipped) or 'none'})") from None
-    report = matrix_report(parse_topo_matrix(text), source, level)
+    report = _with_version(matrix_report(parse_topo_matrix(text), source, level), level, args.nccl_version)
     if args.json:
         emit_json(report)
     else:
@@ -163,8 +179,11 @@ def run(args: argparse.Namespace) -> int:
                             + [f"{n.ljust(w)}  --matrix {n}   {p}" for n, p in matrices.items()]))
         return 0
     level = args.gdr_level if args.gdr_level is not None else os.environ.get("NCCL_NET_GDR_LEVEL") or None
+    if args.nccl_version is not None:
+        from ..nccl.versions import parse_version
+        parse_version(args.nccl_version)  # one clear line for a version the table does not cover
     if level is not None:
-        parse_gdr_level(level)  # a bad value is a clear error here, not deep inside
+        parse_gdr_level(level, args.nccl_version)  # a bad value is a clear error here, not deep inside
     if args.matrix:
         return _run_matrix(args, level)
     # An impossible PCI tree is reported once: inside the document with --json (its `warnings`),
@@ -185,10 +204,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"gdrlab topo: warning: this PCI tree cannot exist on real hardware "
               f"({len(topo.pci_problems)} problems; `--json` lists them)", file=sys.stderr)
     if args.json:
-        doc = topo.to_json(level=level)
+        doc = topo.to_json(level=level, nccl_version=args.nccl_version)
         # DESIGN.md's ruling: a message a person reads goes inside the one JSON document
         doc["notes"] = [] if topo.devices else ["no GPU and no RDMA NIC in this topology. " + NOTHING_FOUND_HINT]
         emit_json(doc)
     else:
-        print(render(topo, level))
+        print(render(topo, level, args.nccl_version))
     return 0

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import provenance
 from ..errors import InvalidArgument
+from . import versions
 
 __all__ = ["classify_via", "parse_log", "explain", "recorded_logs", "recorded_summary", "published_logs",
            "path_type_name", "bus_bandwidth", "format_result_line", "PATH_TYPES_2_12", "PATH_TYPES_2_26"]
@@ -45,9 +46,14 @@ _GDR = "GPU Direct RDMA "
 _GDR_HCA = re.compile(r"GPU Direct RDMA (?:\(\w{1,16}\) )?(Enabled|Disabled|enabled|disabled) for HCA (\d{1,4}) '([^']{1,64})'")
 _GDR_PAIR = re.compile(r"GPU Direct RDMA (Enabled|Disabled) for GPU ([0-9a-fA-F]{1,16}) / HCA ([0-9a-fA-F]{1,16}) "
                        r"\(distance (\d{1,3}) ([<>]=?) (\d{1,3})\)")
-# NCCL's path types by number (src/graph/topo.h): 2.12 to 2.25, and from 2.26 (PATH_C2C inserted as 3).
-PATH_TYPES_2_12 = ("LOC", "NVL", "NVB", "PIX", "PXB", "PXN", "PHB", "SYS", "NET", "DIS")
-PATH_TYPES_2_26 = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "PXN", "PHB", "SYS", "NET", "DIS")
+# From NCCL 2.29: "GPU Direct RDMA Disabled for GPU/0-1 (rank 0) - NET/0-0 (distance 9 > 6)", with
+# " using PXN via GPU/S-I," inside the parentheses when a PXN proxy GPU decides (src/graph/paths.cc).
+_GDR_PAIR_229 = re.compile(r"GPU Direct RDMA (Enabled|Disabled) for GPU/(\d{1,20})-(\d{1,20}) \(rank (\d{1,9})\) - "
+                           r"NET/(\d{1,20})-(\d{1,20}) \((?: using PXN via GPU/\d{1,20}-\d{1,20}, )?"
+                           r"distance (\d{1,3}) ([<>]=?) (\d{1,3})")
+# NCCL's path types by number (src/graph/topo.h), from the version table: 2.12 and 2.26 (C2C as 3).
+PATH_TYPES_2_12 = versions.path_types("2.12")
+PATH_TYPES_2_26 = versions.path_types("2.26")
 _TOPO_PATH = re.compile(r"(GPU/[\w-]+) :")
 _TOPO_HOP = re.compile(r"(GPU/[\w-]+) \((\d+)/([\d.]+)/(\w+)\)")
 _GRAPH = re.compile(r"Pattern (\d+), crossNic (\d+), nChannels (\d+), bw ([\d.]+)/([\d.]+), type (\w+)/(\w+)")
@@ -235,12 +241,16 @@ def _version_tuple(version: str | None) -> tuple[int, int] | None:
 
 def path_type_name(number: int, version: str | None) -> str | None:
     """The name of NCCL's path type ``number`` (the ``distance`` of its GPU Direct RDMA lines) in
-    NCCL ``version`` (``"2.19.3"``, ``"2.28.9+cuda13.0"``); None when the version is unknown, older
-    than 2.12 (fewer types) or the number is out of range. The numbering changed in 2.26 (C2C)."""
+    NCCL ``version`` (``"2.19.3"``, ``"2.28.9+cuda13.0"``), from :mod:`gdrlab.nccl.versions`; None
+    when the version is unknown, outside 2.12-2.30 or the number is out of range. The numbering
+    changed in 2.18 (NET), 2.26 (C2C inserted as 3) and 2.27 (P2C)."""
     v = _version_tuple(version)
-    if v is None or v < (2, 12):
+    if v is None or not (versions.OLDEST[:2] <= v <= versions.NEWEST[:2]):
         return None
-    names = PATH_TYPES_2_26 if v >= (2, 26) else PATH_TYPES_2_12
+    try:
+        names = versions.path_types(version)
+    except InvalidArgument:
+        return None
     return names[number] if 0 <= number < len(names) else None
 
 
@@ -257,12 +267,34 @@ def _read_gdr(out: dict, msg: str, who: int | None) -> bool:
         out["gdr"].append({"rank": who, "gpu": m[2], "hca": m[3], "enabled": m[1] == "Enabled",
                            "distance": int(m[4]), "op": m[5], "limit": int(m[6]), "message": m[0]})
         return True
+    if (m := _GDR_PAIR_229.match(msg, at)):
+        end = msg.find(")", m.end())
+        out["gdr"].append({"rank": who, "gpu": f"GPU/{m[2]}-{m[3]} (rank {m[4]})", "hca": f"NET/{m[5]}-{m[6]}",
+                           "enabled": m[1] == "Enabled", "distance": int(m[7]), "op": m[8], "limit": int(m[9]),
+                           "message": msg[at:end + 1 if end >= 0 else len(msg)].strip()})
+        return True
     if (m := _GDR_HCA.match(msg, at)):
         out["gdr_hca"].append({"rank": who, "transport": transport or None, "hca": int(m[2]), "name": m[3],
                                "enabled": m[1].lower() == "enabled",
                                "message": f"{transport} : {m[0]}" if transport else m[0]})
         return True
     return False
+
+
+def _numbering(version: str) -> str:
+    names = versions.path_types(version)
+    return ", ".join(f"{n} {names.index(n)}" for n in ("PIX", "PXB", "PHB", "SYS"))
+
+
+def _default_level(version: str | None) -> str:
+    """NCCL_NET_GDR_LEVEL's default as the log's version sets it, from the version table."""
+    try:
+        level, why = versions.default_gdr_level(version) if _version_tuple(version) else (None, "")
+    except InvalidArgument:
+        level = None
+    if level is None:
+        return "default PXB (P2C from NCCL 2.29 with NCCL_NET_GDR_C2C=1, which admits the same PCIe paths)"
+    return f"default {level} in this log's NCCL ({why})"
 
 
 def _gdr_reasons(out: dict, reasons: _Reasons) -> None:
@@ -272,11 +304,12 @@ def _gdr_reasons(out: dict, reasons: _Reasons) -> None:
         g["distance_type"], g["limit_type"] = d, lim
         named = (f" ({d} {g['op']} {lim})" if d and lim else
                  " (path type numbers, whose names depend on the NCCL version and this log's version does not "
-                 "settle: NCCL 2.12 to 2.25 number PIX 3, PXB 4, PHB 6, SYS 7; 2.26 and later one more)")
+                 f"settle: NCCL 2.12 to 2.25 number {_numbering('2.25')}; 2.26 {_numbering('2.26')}; "
+                 f"2.27.5 and later {_numbering('2.30')})")
         verdict = "uses GPUDirect RDMA" if g["enabled"] else "does not use GPUDirect RDMA (it stages through host memory)"
         _add_reason(reasons, g["message"], f"topology decision: NCCL {verdict} between GPU {g['gpu']} and HCA "
                     f"{g['hca']}, path type {g['distance']} {g['op']} limit {g['limit']}{named}; the limit is "
-                    "NCCL_NET_GDR_LEVEL, default PXB", g["rank"])
+                    f"NCCL_NET_GDR_LEVEL, {_default_level(out['version'])}", g["rank"])
     for h in out["gdr_hca"]:
         if h["transport"] == "NET/Socket":
             meaning = (f"not a topology decision: the socket transport cannot do GPUDirect RDMA at all, so it "

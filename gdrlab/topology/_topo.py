@@ -6,6 +6,7 @@ from typing import Any
 
 from .. import provenance
 from ..errors import InvalidArgument
+from ..nccl import versions as nccl_versions
 from ._tree import CODE_ORDER, Node, PairCodes, format_cpulist
 
 __all__ = ["Topology", "parse_gdr_level", "gdr_verdict", "NCCL_DEFAULT_GDR_LEVEL", "MAX_DEVICES"]
@@ -14,21 +15,24 @@ __all__ = ["Topology", "parse_gdr_level", "gdr_verdict", "NCCL_DEFAULT_GDR_LEVEL
 # matrix is n x n, and the largest real machines have a few dozen.
 MAX_DEVICES = 512
 
-# NCCL's path types in order (src/graph/topo.h); a level admits every path type up to it.
-_NCCL_PATHS = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "PXN", "P2C", "PHB", "SYS")
-# NCCL's "old style" numeric levels (levelsOldToNew in src/graph/paths.cc).
+# NCCL's path types and defaults by version live in one table (gdrlab.nccl.versions), read at
+# NCCL's release tags; a level admits every path type numbered up to it in that version.
+_NCCL_PATHS = nccl_versions.path_types()  # the newest version's order
+# NCCL's "old style" numeric levels (levelsOldToNew in src/graph/paths.cc, the same 2.12-2.30).
 _NCCL_OLD_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")
-NCCL_DEFAULT_GDR_LEVEL = "PXB"
+NCCL_DEFAULT_GDR_LEVEL = "PXB"  # NCCL_NET_GDR_C2C=0, or NCCL 2.12-2.28; see nccl_versions.default_gdr_level
 # NCCL has no NODE: the CPU node it builds is the whole NUMA node, so NODE paths are PHB there.
 _SMI_TO_NCCL = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS"}
 
 
-def parse_gdr_level(level: Any) -> str:
+def parse_gdr_level(level: Any, nccl_version: Any = None) -> str:
     """An ``NCCL_NET_GDR_LEVEL`` value as NCCL reads it: a path name or an old numeric level.
 
-    Names: LOC, NVL, NVB, C2C, PIX, PXB, PXN, P2C, PHB, SYS (NCCL compares them case-sensitively;
+    Names: the path types of ``nccl_version`` (default: the newest in the table), e.g. LOC, NVL,
+    NVB, C2C (2.26+), PIX, PXB, P2C (2.27+), PXN, PHB, SYS (NCCL compares them case-sensitively;
     we accept any case). Numbers: 0 LOC, 1 PIX, 2 PXB, 3 PHB, 4 and above SYS.
     """
+    names = nccl_versions.path_types(nccl_version)
     if isinstance(level, bool):
         raise InvalidArgument(f"NCCL_NET_GDR_LEVEL must be a level name or number, got {level!r}")
     if isinstance(level, int):
@@ -36,36 +40,55 @@ def parse_gdr_level(level: Any) -> str:
             raise InvalidArgument(f"NCCL_NET_GDR_LEVEL must be 0-5 or a name, got {level}")
         return _NCCL_OLD_LEVELS[min(level, len(_NCCL_OLD_LEVELS) - 1)]
     text = str(level).strip()
-    if text.upper() in _NCCL_PATHS:
+    if text.upper() in names and text.upper() != "NET":
         return text.upper()
     if text[:1].isdigit():
         try:
-            return parse_gdr_level(int(text, 0))
+            return parse_gdr_level(int(text, 0), nccl_version)
         except ValueError:
             pass
+    where = "" if nccl_version is None else f" in NCCL {nccl_versions.format_version(nccl_versions.parse_version(nccl_version))}"
     raise InvalidArgument(
-        f"NCCL_NET_GDR_LEVEL={text!r} is not a level NCCL knows: use one of "
-        f"{', '.join(_NCCL_PATHS)} or a number 0-5")
+        f"NCCL_NET_GDR_LEVEL={text[:40]!r} is not a level NCCL knows{where}: use one of "
+        f"{', '.join(n for n in names if n != 'NET')} or a number 0-5")
 
 
-def gdr_verdict(gpu: str, nic: str, code: str, why: str, level: Any = None) -> dict:
+def gdr_verdict(gpu: str, nic: str, code: str, why: str, level: Any = None, nccl_version: Any = None, *,
+                compute_capability: int | None = None, nvlink: bool | None = None) -> dict:
     """NCCL's GPUDirect RDMA rule for one GPU/NIC pair whose nvidia-smi code is ``code`` (``why``
-    says what lies between them): GDR when the path is no farther than ``NCCL_NET_GDR_LEVEL``
-    (``level``; None is NCCL's default, PXB). Shared by the tree readers and the matrix reader."""
+    says what lies between them), as NCCL ``nccl_version`` applies it (default: the newest version
+    in :mod:`gdrlab.nccl.versions`, named in the reason): GDR when the path is no farther than
+    ``NCCL_NET_GDR_LEVEL`` (``level``; None is that version's default). ``use_gdr`` is that
+    distance rule, which decides the receiving side; ``send`` adds NCCL_NET_GDR_READ's rule for
+    the sending side (``compute_capability`` as 70/80/90 and ``nvlink``, whether the GPU has an
+    NVLink to another GPU or is the only one, decide it; None where unknown). Shared by the tree
+    readers and the matrix reader."""
     if code == "SOC":  # drivers before 2017 printed SOC for SYS
         code = "SYS"
     if code not in _SMI_TO_NCCL:
         raise InvalidArgument(f"{gpu} to {nic} is {code!r}, not a PCIe path code (PIX, PXB, PHB, NODE, SYS)")
-    lvl = NCCL_DEFAULT_GDR_LEVEL if level is None else parse_gdr_level(level)
+    version = nccl_versions.format_version(
+        nccl_versions.NEWEST if nccl_version is None else nccl_versions.parse_version(nccl_version))
+    names = nccl_versions.path_types(version)
+    if level is None:
+        lvl, origin = nccl_versions.default_gdr_level(version)
+    else:
+        lvl = parse_gdr_level(level, version)
+        origin = f"NCCL_NET_GDR_LEVEL={level} ({lvl}) in NCCL {version}"
+    if nccl_version is None:
+        origin += " (the newest NCCL this kit's table knows; pass an NCCL version for another)"
     path = _SMI_TO_NCCL[code]
-    use = _NCCL_PATHS.index(path) <= _NCCL_PATHS.index(lvl)
-    origin = ("NCCL's default level PXB" if level is None
-              else f"NCCL_NET_GDR_LEVEL={level} ({lvl})")
+    use = names.index(path) <= names.index(lvl)
     alias = f" (NCCL calls it {path})" if path != code else ""
     verdict = "uses" if use else "does not use"
     reason = (f"{gpu} to {nic} is {code}{alias}: {why}; with {origin} NCCL {verdict} "
               f"GPUDirect RDMA ({path} {'<=' if use else '>'} {lvl})")
-    return {"use_gdr": bool(use), "code": code, "nccl_path": path, "level": lvl, "reason": reason}
+    if use:
+        send_ok, send_why = nccl_versions.send_side_gdr(version, compute_capability, nvlink)
+    else:
+        send_ok, send_why = False, "the path is too far for GDR on either side"
+    return {"use_gdr": bool(use), "code": code, "nccl_path": path, "level": lvl, "nccl_version": version,
+            "send": {"use_gdr": send_ok, "reason": send_why}, "reason": reason}
 
 
 class Topology:
@@ -176,13 +199,19 @@ class Topology:
                 best = (rank, nic)
         return best[1] if best else None
 
-    def gdr_decision(self, gpu: str, nic: str, level: Any = None) -> dict:
+    def gdr_decision(self, gpu: str, nic: str, level: Any = None, nccl_version: Any = None, *,
+                     compute_capability: int | None = None) -> dict:
         """NCCL's default choice of GPUDirect RDMA for one GPU/NIC pair, from the topology alone.
 
-        NCCL uses GDR when the GPU-NIC path is no farther than ``NCCL_NET_GDR_LEVEL`` (default
-        PXB: at most PCIe switches, never through the CPU). ``level`` is that variable's value
-        (a name such as "PHB" or a number 0-5); None means NCCL's default. NCCL also needs both
-        the GPU and the NIC to support GDR (driver, peer memory or dma-buf): that is the
+        NCCL uses GDR when the GPU-NIC path is no farther than ``NCCL_NET_GDR_LEVEL`` (PXB by
+        default; P2C from NCCL 2.29 with NCCL_NET_GDR_C2C=1, its default, which admits the same
+        PCIe paths: at most PCIe switches, never through the CPU). ``level`` is that variable's
+        value (a name such as "PHB" or a number 0-5); None means the version's default.
+        ``nccl_version`` ("2.19.3", "2.28"): the rule of that release (default: the newest in
+        :mod:`gdrlab.nccl.versions`, named in the reason). ``send`` in the result adds the
+        sending side's rule (NCCL_NET_GDR_READ unset), which this topology's NVLinks decide for a
+        GPU older than Ampere (``compute_capability`` 70, 80, 90; None: unknown). NCCL also needs
+        both the GPU and the NIC to support GDR (driver, peer memory or dma-buf): that is the
         doctor's job, not the topology's.
         """
         if self.device(gpu)["kind"] != "gpu":
@@ -190,7 +219,10 @@ class Topology:
         if self.device(nic)["kind"] != "nic":
             raise InvalidArgument(f"{nic} is not a NIC")
         code, why = self.pcie_code(gpu, nic)
-        return gdr_verdict(gpu, nic, code, why, level)
+        gpus = self.gpus
+        nvlink = len(gpus) == 1 or any(self.nvlink_count(gpu, g) for g in gpus if g != gpu)
+        return gdr_verdict(gpu, nic, code, why, level, nccl_version,
+                           compute_capability=compute_capability, nvlink=nvlink)
 
     # ------------------------------------------------------------------ NUMA
     def numa_binding(self, gpu: str) -> dict:
@@ -206,13 +238,13 @@ class Topology:
                           f"and memory so copies do not cross the SMP interconnect"}
 
     # ------------------------------------------------------------------ export
-    def to_json(self, level: Any = None) -> dict:
+    def to_json(self, level: Any = None, nccl_version: Any = None) -> dict:
         gpus, nics = self.gpus, self.nics
         pcie = self.pcie_matrix()  # built once: the matrix, nearest NICs and GDR all read it
         by_name = sorted(nics, key=_natural_key)
         gdr: dict[str, dict[str, dict]] = {}
         for g in gpus:
-            gdr[g] = {n: self.gdr_decision(g, n, level) for n in nics}
+            gdr[g] = {n: self.gdr_decision(g, n, level, nccl_version) for n in nics}
         return {
             "source": self.source,
             "provenance": (provenance.live({"hardware": self.source}) if self.provenance == "live"
