@@ -16,7 +16,7 @@ from .buffers import cuda_status, machine, native
 from .stats import ProgressFn, Summary, summarize
 
 __all__ = ["sweep_copies", "copy_bench", "DIRECTIONS", "HOST_MEMORY", "ENGINES", "PATTERNS", "PEER_MODES", "Leg",
-           "copy_legs", "nvbandwidth_testcase", "run_legs", "copy_sweep", "sm_kernel"]
+           "copy_legs", "d2d_leg", "nvbandwidth_testcase", "run_legs", "copy_sweep", "sm_kernel"]
 DIRECTIONS = ("h2d", "d2h", "d2d")
 HOST_MEMORY = HOST_MEMORY_KINDS
 
@@ -135,7 +135,7 @@ def copy_legs(direction: str = "h2d", *, pattern: str = "one-to-one", src_mem: s
 
     def leg(src: int, dst: int) -> Leg:
         if direction == "d2d":
-            return (_DEVICE, src, _DEVICE, dst, dst if read else src)
+            return d2d_leg(src, dst, read)
         gpu = dst if direction == "h2d" else src
         return (s_kind, gpu, d_kind, gpu, gpu)
 
@@ -152,6 +152,12 @@ def copy_legs(direction: str = "h2d", *, pattern: str = "one-to-one", src_mem: s
     else:
         legs = [leg(g, device) for g in range(n_gpus) if g != device]
     return legs + [reverse(lg) for lg in legs] if bidir else legs
+
+
+def d2d_leg(src: int, dst: int, read: bool = False) -> Leg:
+    """GPU ``src``'s memory to GPU ``dst``'s, issued on ``dst`` with ``read`` (it reads the peer), else
+    on ``src`` (it writes the peer)."""
+    return (_DEVICE, src, _DEVICE, dst, dst if read else src)
 
 
 def nvbandwidth_testcase(direction: str, pattern: str, engine: str, *, bidir: bool = False, read: bool = False,

@@ -6,7 +6,10 @@ What CUDA's ``p2pBandwidthLatencyTest`` sample shows, measured with the engine's
 - ``can_access_peer``: ``cuDeviceCanAccessPeer`` for every ordered pair;
 - unidirectional and bidirectional bandwidth at a large size, peer access on (``p2p``: DMA over
   NVLink or PCIe) and off (``p2p-staged``: the driver stages through host memory);
-- latency at a small size, peer access on and off.
+- latency at a small size, peer access on and off;
+- with ``diagonal``, each GPU copying its own memory (the sample's diagonal), and with
+  :func:`copy_measure` the copy engine or the SM copy kernel of the destination GPU reading the
+  peer (the sample's ``--p2p_read``, with ``--sm_copy`` for the kernel).
 
 Every figure is a median. The functions that assemble and format the matrices take the
 measurement as an argument, so they run (and are tested) without GPUs.
@@ -21,13 +24,13 @@ from ..errors import InvalidArgument, Unavailable
 from ..units import format_size, parse_sizes
 from ..vocab import P2P_PATHS as _P2P_PATH_NAMES
 from .buffers import machine, native
-from .copies import sweep_copies
+from .copies import ENGINES, d2d_leg, run_legs, sweep_copies
 from .stats import ProgressFn, Summary
 
 __all__ = [
     "P2P_PATHS", "p2p_bench", "bench_path", "MATRICES", "DEFAULT_LAT_SIZE", "DEFAULT_BW_SIZE", "Measure", "CanAccess",
     "choose_sizes", "require_gpus", "live_measure", "live_can_access", "p2p_matrix", "format_matrix", "format_report",
-    "recorded_matrix",
+    "recorded_matrix", "copy_measure",
 ]
 
 DEFAULT_LAT_SIZE = 8
@@ -112,10 +115,34 @@ def bench_path(path: str = "p2p", src: int = 0, dst: int = 1, sizes: Any = "8:25
 
 
 def live_measure(iters: int | None = None) -> Measure:
-    """A :data:`Measure` that runs the engine's ``cuMemcpyPeerAsync`` loop on this machine."""
+    """A :data:`Measure` that runs the engine's ``cuMemcpyPeerAsync`` loop on this machine (a GPU
+    to itself: ``cuMemcpyDtoDAsync``, through :func:`copy_measure`)."""
+    local = copy_measure("ce", read=False, iters=iters)
+
     def measure(src: int, dst: int, size: int, peer_access: bool, bidirectional: bool) -> dict:
+        if src == dst:
+            return local(src, dst, size, peer_access, bidirectional)
         row = p2p_bench(src, dst, [size], iters, peer_access=peer_access, bidirectional=bidirectional).iloc[0]
         return {"lat_p50_us": float(row["lat_p50_us"]), "bw_gbps": float(row["bw_gbps"])}
+    return measure
+
+
+def copy_measure(engine: str = "ce", *, read: bool = False, iters: int | None = None) -> Measure:
+    """A :data:`Measure` through the engine's copy runs: ``engine`` "ce" (cuMemcpyPeerAsync) or
+    "sm" (the copy kernel), issued on the source GPU (it writes the peer) or with ``read`` on the
+    destination GPU (it reads the peer, as p2pBandwidthLatencyTest ``--p2p_read``). Bidirectional:
+    the reverse copy at the same time, issued the same way. Host-clock medians, as :func:`live_measure`.
+    With peer access off the SM kernel cannot reach the peer: those copies go through the copy
+    engines (staged through host memory), as the sample falls back to cudaMemcpyPeerAsync."""
+    if engine not in ENGINES:
+        raise InvalidArgument(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
+
+    def measure(src: int, dst: int, size: int, peer_access: bool, bidirectional: bool) -> dict:
+        legs = [d2d_leg(src, dst, read)] + ([d2d_leg(dst, src, read)] if bidirectional else [])
+        use = engine if (peer_access or src == dst) else "ce"
+        peer = "auto" if src == dst else ("on" if peer_access else "off")
+        row = run_legs(legs, [size], iters, engine=use, peer=peer)[0]
+        return {"lat_p50_us": float(row["host_lat_p50_us"]), "bw_gbps": float(row["host_bw_gbps"])}
     return measure
 
 
@@ -130,49 +157,59 @@ def _square(n: int) -> list[list]:
 
 def p2p_matrix(n_gpus: int, measure: Measure, can_access: CanAccess, *, lat_size: int = DEFAULT_LAT_SIZE,
                bw_size: int = DEFAULT_BW_SIZE, progress: Callable[[int, int, str], None] | None = None,
-               provenance: dict | None = None) -> dict:
+               provenance: dict | None = None, diagonal: bool = False, only: Iterable[str] | None = None) -> dict:
     """Measure every ordered pair of ``n_gpus`` GPUs with peer access on and off.
 
     Returns ``{"n_gpus", "lat_size", "bw_size", "can_access_peer", "uni_bw_gbps", "bidir_bw_gbps",
-    "lat_us", "notes", "provenance"}``. Each measured key holds ``{"peer_on": M, "peer_off": M}``
-    where ``M[src][dst]`` is a number, or None on the diagonal and where peer access is
-    impossible (the reason is in ``notes``). ``can_access_peer[a][b]`` is a bool (None on the
-    diagonal). Raises :class:`Unavailable` with fewer than two GPUs.
+    "lat_us", "diagonal", "notes", "provenance"}``. Each measured key holds ``{"peer_on": M, "peer_off": M}``
+    where ``M[src][dst]`` is a number, or None where peer access is impossible (the reason is in
+    ``notes``) and on the diagonal unless ``diagonal``: then ``M[a][a]`` is GPU ``a`` copying its
+    own memory (measured once, the same in both tables: no peer is involved), and one GPU is enough.
+    ``only`` limits the matrices to those keys of :data:`MATRICES`. ``can_access_peer[a][b]`` is a
+    bool (None on the diagonal). Raises :class:`Unavailable` with fewer than two GPUs (one with
+    ``diagonal``).
     """
     if not isinstance(n_gpus, int) or isinstance(n_gpus, bool) or n_gpus < 0:
         raise InvalidArgument(f"n_gpus must be a non-negative integer, got {n_gpus!r}")
-    require_gpus(n_gpus)
+    if not diagonal or n_gpus < 1:
+        require_gpus(n_gpus)
     for name, size in (("lat_size", lat_size), ("bw_size", bw_size)):
         if not isinstance(size, int) or size <= 0:
             raise InvalidArgument(f"{name} must be a positive number of bytes, got {size!r}")
+    keys = [k for k, _, _ in MATRICES]
+    wanted = keys if only is None else list(only)
+    if not wanted or any(k not in keys for k in wanted):
+        raise InvalidArgument(f"matrices to measure: one or more of {', '.join(keys)}, got {wanted!r}")
     pairs = [(a, b) for a in range(n_gpus) for b in range(n_gpus) if a != b]
     access = _square(n_gpus)
     for a, b in pairs:
         access[a][b] = bool(can_access(a, b))
-    out: dict = {"n_gpus": n_gpus, "lat_size": lat_size, "bw_size": bw_size, "can_access_peer": access}
-    for key, _, _ in MATRICES:
+    out: dict = {"n_gpus": n_gpus, "lat_size": lat_size, "bw_size": bw_size, "can_access_peer": access,
+                 "diagonal": diagonal}
+    for key in wanted:
         out[key] = {"peer_on": _square(n_gpus), "peer_off": _square(n_gpus)}
-    notes: list[str] = []
     # (matrix key, size, bidirectional, field of the measurement)
-    plan = [("uni_bw_gbps", bw_size, False, "bw_gbps"), ("bidir_bw_gbps", bw_size, True, "bw_gbps"),
-            ("lat_us", lat_size, False, "lat_p50_us")]
-    total = len(pairs) * len(plan) * 2
-    done = 0
-    for peer_access in (True, False):
-        mode = _ACCESS[peer_access]
-        for a, b in pairs:
-            for key, size, bidir, field in plan:
-                done += 1
-                if peer_access and not access[a][b]:
-                    continue
-                value = measure(a, b, size, peer_access, bidir)[field]
-                out[key][mode][a][b] = None if value is None else float(value)
-                if progress is not None:
-                    progress(done, total, f"GPU{a}->GPU{b} {key} {mode}")
-    for a, b in pairs:
-        if not access[a][b]:
-            notes.append(f"GPU{a} cannot access GPU{b} as a peer (cuDeviceCanAccessPeer = 0): "
-                         "only the staged path runs between them")
+    plan = [p for p in [("uni_bw_gbps", bw_size, False, "bw_gbps"), ("bidir_bw_gbps", bw_size, True, "bw_gbps"),
+                        ("lat_us", lat_size, False, "lat_p50_us")] if p[0] in wanted]
+    steps = [(a, b, access_on) for access_on in (True, False) for a, b in pairs]
+    steps += [(a, a, None) for a in range(n_gpus)] if diagonal else []
+    total, done = len(steps) * len(plan), 0
+    for a, b, peer_access in steps:
+        for key, size, bidir, field in plan:
+            done += 1
+            if peer_access and not access[a][b]:
+                continue
+            value = measure(a, b, size, bool(peer_access) or a == b, bidir)[field]
+            value = None if value is None else float(value)
+            modes = [_ACCESS[peer_access]] if peer_access is not None else list(_ACCESS.values())
+            for mode in modes:
+                out[key][mode][a][b] = value
+            if progress is not None:
+                progress(done, total, f"GPU{a}->GPU{b} {key} {modes[0] if len(modes) == 1 else 'diagonal'}")
+    notes = [f"GPU{a} cannot access GPU{b} as a peer (cuDeviceCanAccessPeer = 0): only the staged path runs "
+             "between them" for a, b in pairs if not access[a][b]]
+    if diagonal:
+        notes.append("diagonal: each GPU copying its own memory (no peer involved: the same figure in both tables)")
     out["notes"] = notes
     out["provenance"] = dict(provenance or _prov.live())
     return out
@@ -193,9 +230,9 @@ def _size_text(size: int) -> str:
 
 def format_matrix(matrix: list[list], unit: str = "", diagonal: str = "X") -> str:
     """A square matrix as text, rows are sources and columns destinations (``D\\D`` like
-    ``p2pBandwidthLatencyTest``). None shows as ``-`` except on the diagonal."""
+    ``p2pBandwidthLatencyTest``). None shows as ``-``, or ``diagonal`` on the diagonal."""
     n = len(matrix)
-    cells = [[diagonal if i == j else (("1" if v else "0") if isinstance(v, bool) else _fmt(v, unit))
+    cells = [[diagonal if i == j and v is None else (("1" if v else "0") if isinstance(v, bool) else _fmt(v, unit))
               for j, v in enumerate(row)] for i, row in enumerate(matrix)]
     width = max([6] + [len(c) + 1 for row in cells for c in row])
     lines = ["   D\\D" + "".join(f"{j:>{width}}" for j in range(n))]
@@ -208,6 +245,8 @@ def format_report(result: dict) -> str:
     parts = ["P2P connectivity (cuDeviceCanAccessPeer; 1 = peer access possible)",
              format_matrix(result["can_access_peer"])]
     for key, title, unit in MATRICES:
+        if key not in result:
+            continue
         size = result["lat_size"] if unit == "us" else result["bw_size"]
         for mode in ("peer_off", "peer_on"):
             parts.append("")
