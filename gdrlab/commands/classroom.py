@@ -63,6 +63,8 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     s.add_argument("--rate-limit", type=float, default=60.0, metavar="PER_MINUTE",
                    help="submissions per learner per minute, after a burst of half as many (default 60)")
     s.add_argument("--max-learners", type=int, default=1000, metavar="N", help="learners who may join (default 1000)")
+    s.add_argument("--max-live", type=int, default=16, metavar="N",
+                   help="dashboards updated live (server-sent events) at once; more of them poll (default 16)")
 
     j = _sub(cmds, "join", "join a class (learner, once)",
              "Join the class at URL (the join URL your instructor shared) as NAME; the key the server hands "
@@ -129,6 +131,8 @@ def _serve(args: argparse.Namespace) -> int:
         raise InvalidArgument("the dashboard needs an instructor token: --token-file FILE, $GDRLAB_TOKEN or --gen-token")
     if args.max_bytes is not None and not 1024 <= args.max_bytes <= 1 << 30:
         raise InvalidArgument(f"--max-bytes must be from 1024 to {1 << 30}, got {args.max_bytes}")
+    if not 0 <= args.max_live <= 1000:
+        raise InvalidArgument(f"--max-live must be from 0 to 1000, got {args.max_live}")
     if not 0 < args.rate_limit <= 100000:
         raise InvalidArgument(f"--rate-limit must be more than 0 and at most 100000, got {args.rate_limit!r}")
     try:
@@ -152,7 +156,8 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"gdrlab class: {line}", file=sys.stderr, flush=True)
 
     config = ClassConfig(instructor_token=token, join_token=join_token, rate_per_minute=args.rate_limit,
-                         rate_burst=max(5, int(args.rate_limit // 2)), max_learners=args.max_learners, log=log)
+                         rate_burst=max(5, int(args.rate_limit // 2)), max_learners=args.max_learners,
+                         max_live=args.max_live, log=log)
     if args.max_bytes:
         config.max_body_bytes = args.max_bytes
     server = uvicorn_server(store, config)
