@@ -1,14 +1,20 @@
 """Record the datasets the labs show on machines without a GPU. Run on a GPU machine:
 
-    python bench/record_h200.py OUTDIR [--prefix h200] [--quick]
+    python bench/record_h200.py OUTDIR [--prefix h200] [--quick] [--no-storage] [--storage-only]
 
 Writes OUTDIR/<prefix>-*.json, each {"provenance": {...}, "rows": [...]} (doctor: "report").
 Provenance names the GPU, its PCIe link, the driver, the host CPU, the date and the command.
+
+The last stage is lab 06's storage recording: bench/record_storage.py's own ``main`` (imported,
+not copied) writes OUTDIR/<prefix>-storage-reads.csv with its JSON sidecar (hardware, date, the
+command, and which mode cuFile ran in and why) and OUTDIR/cufile.log. ``--storage-only`` runs
+just that stage; ``--no-storage`` skips it.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import json
 import platform
 import sys
@@ -82,14 +88,45 @@ def save(out: Path, name: str, hw: dict, command: str, rows=None, report=None) -
     log(f"wrote {out / name}")
 
 
+def storage_stage(out: Path, prefix: str, quick: bool) -> int:
+    """Lab 06's storage recording, by bench/record_storage.py's ``main`` (loaded by file path:
+    bench/ is not a package). Returns its exit status; a failure is logged, not raised, so the
+    other datasets stay written."""
+    spec = importlib.util.spec_from_file_location("gdrlab_record_storage", Path(__file__).with_name("record_storage.py"))
+    if spec is None or spec.loader is None:
+        log("storage stage skipped: bench/record_storage.py not found")
+        return 1
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    argv = [str(out), "--prefix", prefix] + (["--quick"] if quick else [])
+    saved = sys.argv
+    sys.argv = ["bench/record_storage.py", *argv]
+    t0 = time.time()
+    try:
+        rc = int(mod.main() or 0)
+    except Exception as exc:  # noqa: BLE001  the storage stage must not lose the datasets already written
+        log(f"storage stage failed: {type(exc).__name__}: {exc}")
+        rc = 1
+    finally:
+        sys.argv = saved
+    log(f"  storage reads: {time.time() - t0:.1f} s (exit {rc}); files {prefix}-storage-reads.csv/.json")
+    return rc
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out")
     ap.add_argument("--prefix", default="h200")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-storage", action="store_true", help="skip the storage stage (bench/record_storage.py)")
+    ap.add_argument("--storage-only", action="store_true", help="run only the storage stage")
     a = ap.parse_args()
+    if a.no_storage and a.storage_only:
+        ap.error("--no-storage and --storage-only contradict each other")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    if a.storage_only:
+        return storage_stage(out, a.prefix, a.quick)
     nv, h = nvml_handle()
     hw = hardware(nv, h)
     log(f"recording on {hw_label(hw)}")
@@ -155,6 +192,8 @@ def main() -> int:
         save(out, f"{p}-doctor.json", hw, "gdrlab doctor --json", report=hwmod.doctor_report())
     except Exception as exc:  # discovery module absent or failed: record why, not a fake report
         log(f"doctor report not recorded: {type(exc).__name__}: {exc}")
+    if not a.no_storage:
+        storage_stage(out, p, a.quick)
     return 0
 
 
