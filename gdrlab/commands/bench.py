@@ -38,7 +38,7 @@ MAX_TOKEN_BYTES = 256  # the engine's limit for the token in its HELLO frame (as
 U32_MAX = 2**32 - 1  # counts cross into the engine as unsigned 32-bit integers
 #: The whole-number options, their least and greatest values.
 COUNTS = {"iters": (1, U32_MAX), "warmup": (0, U32_MAX), "window": (1, U32_MAX), "depth": (1, U32_MAX),
-          "device": (0, U32_MAX)}
+          "device": (0, U32_MAX), "streams": (1, 16), "qps": (1, 16)}
 
 
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
@@ -79,14 +79,43 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
                         "reads), the bottleneck and a verdict (normal, low with the likeliest causes, high)")
     p.add_argument("--mpi", action="store_true",
                    help="run as two MPI ranks (mpirun -n 2): rank 1 serves, rank 0 measures")
+    _add_parity(p)
     return p
+
+
+def _add_parity(p: argparse.ArgumentParser) -> None:
+    """The options a perftest or OSU user looks for (each help names its counterpart)."""
+    from ..vocab import MEMORY_KINDS
+    p.add_argument("--bidir", action="store_true",
+                   help="bandwidth in both directions at once; bw_gbps counts both (perftest -b, osu_bibw; tcp)")
+    p.add_argument("--rate", action="store_true",
+                   help="add msg_rate_mps: messages per second with --window messages in flight "
+                        "(osu_mbw_mr, perftest's MsgRate column)")
+    p.add_argument("--duration", default=None, metavar="SECONDS",
+                   help="time budget per size: iterations are added until the median's 95%% confidence "
+                        "interval is within 2%% or the budget is spent (like perftest -D; excludes --iters)")
+    p.add_argument("--csv", action="store_true", help="rows as CSV on stdout (the same fields as --json's rows)")
+    p.add_argument("--gbits", action="store_true",
+                   help="add bw_gbits: bandwidth in Gb/s, 10**9 bits per second (perftest --report_gbits)")
+    p.add_argument("--src-mem", default=None, choices=list(MEMORY_KINDS),
+                   help="this side's message memory (default: the path's: pageable for host, device for GPU "
+                        "paths; host also takes pinned)")
+    p.add_argument("--dst-mem", default=None, choices=list(MEMORY_KINDS),
+                   help="the peer's message memory; the peer allocates the path's kind, so only that is accepted")
+    p.add_argument("--cpu-affinity", default=None, metavar="auto|LIST",
+                   help="pin this process and the local peer to CPUs: auto (the NUMA node of the GPU, or of "
+                        "the NIC for the verbs wire, from the topology) or a list such as 0-3,8")
+    p.add_argument("--streams", default=None, metavar="N",
+                   help="tcp: spread bandwidth over N connections (UCX's lanes); latency uses the first")
+    p.add_argument("--qps", default=None, metavar="N",
+                   help="verbs: spread bandwidth over N queue pairs, one session each (perftest -q)")
 
 
 def _progress(args: argparse.Namespace) -> Callable[[int, int, dict[str, Any]], None]:
     from ..units import format_size
 
     def progress(done: int, total: int, row: dict[str, Any]) -> None:
-        if sys.stderr.isatty() or not args.json:
+        if sys.stderr.isatty() or not (args.json or getattr(args, "csv", False)):
             print(f"[{done}/{total}] {format_size(row['size']):>6}  p50 {row['lat_p50_us']:9.2f} us  "
                   f"{row['bw_gbps']:8.3f} GB/s", file=sys.stderr, flush=True)
     return progress
@@ -109,16 +138,44 @@ def _explained(df: pd.DataFrame, device: Any) -> pd.DataFrame:
     return out
 
 
+def _columns(names: list[str]) -> list[dict[str, str]]:
+    """Each row field with its unit, meaning and the perftest/OSU option or column it matches."""
+    from ..transfer.stats import COLUMN_ANCHORS, PARITY_COLUMNS
+    from ..vocab import BENCH_COLUMNS
+    known = {c.name: (c.unit, c.meaning) for c in BENCH_COLUMNS}
+    known.update({n: (u, m) for n, u, m in PARITY_COLUMNS})
+    out = []
+    for n in names:
+        unit, meaning = known.get(n, ("", ""))
+        anchor = COLUMN_ANCHORS.get(n, {})
+        out.append({"name": n, "unit": unit, "meaning": meaning, "perftest": anchor.get("perftest", ""),
+                    "osu": anchor.get("osu", "")})
+    return out
+
+
+def _print_csv(df: pd.DataFrame) -> None:
+    import csv
+    w = csv.writer(sys.stdout, lineterminator="\n")
+    w.writerow(list(df.columns))
+    for r in df.itertuples(index=False):
+        w.writerow(["" if isinstance(v, float) and v != v else v for v in r])
+
+
 def _print(df: pd.DataFrame, args: argparse.Namespace) -> None:
     if getattr(args, "explain", False):
         df = _explained(df, getattr(args, "device", 0))
     rows = df.to_dict(orient="records")
-    if args.json:
+    if getattr(args, "csv", False):
+        _print_csv(df)
+    elif args.json:
         extra = {"model": df.attrs["model"]} if "model" in df.attrs else {}
-        emit_json({"rows": rows, "provenance": df.attrs.get("provenance", {}), **extra})
+        notes = {"notes": args.notes} if getattr(args, "notes", None) else {}
+        emit_json({"rows": rows, "provenance": df.attrs.get("provenance", {}), **extra,
+                   "columns": _columns(list(df.columns)), **notes})
     else:
-        cols = list(BENCH_TABLE_COLUMNS) + ([c for c in EXPLAIN_COLUMNS if c in df.columns]
-                                            if getattr(args, "explain", False) else [])
+        from ..transfer.stats import PARITY_COLUMNS
+        cols = list(BENCH_TABLE_COLUMNS) + [n for n, _, _ in PARITY_COLUMNS if n in df.columns] + (
+            [c for c in EXPLAIN_COLUMNS if c in df.columns] if getattr(args, "explain", False) else [])
         print(table([{k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows], cols))
 
 
@@ -210,8 +267,66 @@ def resolve_token(args: argparse.Namespace) -> tuple[str | None, list[str]]:
     return token, warnings
 
 
+def _parity(args: argparse.Namespace) -> Any:
+    """The parity options as the driver takes them; one line for a combination that cannot be."""
+    from ..transfer.lanes import Parity
+    if args.csv and args.json:
+        raise InvalidArgument("--csv and --json exclude each other: pick one output")
+    if args.streams is not None and (args.wire or "tcp") != "tcp":
+        raise InvalidArgument(f"--streams spreads bandwidth over tcp connections; on the {args.wire} wire use --qps")
+    if args.qps is not None and args.wire != "verbs":
+        raise InvalidArgument("--qps spreads bandwidth over verbs queue pairs: add --wire verbs (tcp: --streams)")
+    if args.mpi and (args.bidir or args.streams or args.qps):
+        raise InvalidArgument("--bidir, --streams and --qps are not run between MPI ranks yet: leave out --mpi")
+    duration = None if args.duration is None else parse_decimal("--duration", args.duration, 0, 3600)
+    if duration is not None and duration <= 0:
+        raise InvalidArgument("--duration must be more than 0 seconds")
+    return Parity(bidir=args.bidir, rate=args.rate, duration=duration, lanes=args.streams or args.qps or 1,
+                  src_mem=args.src_mem, dst_mem=args.dst_mem, gbits=args.gbits)
+
+
+def pin_cpus(text: str, path: str, wire: str | None, device: Any) -> tuple[list[int], str]:
+    """Pins this process (and so the local peer it starts, which inherits the mask) to CPUs:
+    ``auto`` (the NUMA node of the GPU, or of the nearest NIC, from the topology) or a list such as
+    ``0-3,8``. Returns (the CPUs, a note saying why); one line when it cannot."""
+    from ..topology import from_sysfs
+    from ..topology._tree import parse_cpulist
+    from ..vocab import path_info
+    allowed = os.sched_getaffinity(0)
+    if text != "auto":
+        try:
+            cpus = parse_cpulist(utf8_text("--cpu-affinity", text))
+        except ValueError as exc:
+            raise InvalidArgument(f"--cpu-affinity: {printable(text, 40)} is not 'auto' or a CPU list ({exc})") from None
+        why = "as asked"
+    else:
+        topo = from_sysfs()
+        gpu = path_info(path).gpu
+        names = [f"GPU{device}"] if gpu and f"GPU{device}" in topo.gpus else []
+        if wire == "verbs" or not names:
+            names += topo.nics[:1]
+        node = next((topo.device(n).get("numa_node") for n in names if topo.device(n).get("numa_node") is not None),
+                    None)
+        if node is None:
+            raise InvalidArgument("--cpu-affinity auto: no GPU or NIC with a known NUMA node here "
+                                  f"({', '.join(names) or 'none found'}); give a CPU list instead")
+        cpus = list(topo.cpus_by_numa.get(node, []))
+        why = f"NUMA node {node}, nearest {names[0]}"
+    cpus = [c for c in cpus if c in allowed]
+    if not cpus:
+        raise InvalidArgument(f"--cpu-affinity {printable(text, 40)}: none of those CPUs is allowed here "
+                              f"(allowed: {sorted(allowed)[:16]})")
+    os.sched_setaffinity(0, cpus)
+    return cpus, why
+
+
 def run(args: argparse.Namespace) -> int:
     chunk = check_numbers(args)
+    parity = _parity(args)
+    args.notes = []
+    if args.cpu_affinity is not None:
+        cpus, why = pin_cpus(args.cpu_affinity, args.path, args.wire, args.device)
+        args.notes.append(f"CPU affinity: {','.join(map(str, cpus))} ({why}); the local peer inherits it")
     if args.peer is not None:
         check_peer(args.peer)
     token, warnings = resolve_token(args)
@@ -230,7 +345,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             opts = options(args.path, args.sizes, args.iters, mode=args.mode, wire=args.wire, chunk=chunk,
                            depth=args.depth, device=args.device, window=args.window, warmup=args.warmup,
-                           timeout_s=args.timeout)
+                           timeout_s=args.timeout, parity=parity)
         except GdrlabError:
             # every rank checks the same arguments and stops here; rank 0 alone says why (one --json document)
             if world_rank() != 0:
@@ -247,7 +362,7 @@ def run(args: argparse.Namespace) -> int:
         df = bench(path=args.path, sizes=args.sizes, iters=args.iters, mode=args.mode, wire=args.wire,
                    peer=args.peer, token=token, chunk=chunk, depth=args.depth, device=args.device,
                    window=args.window, warmup=args.warmup, timeout_s=args.timeout, progress=_progress(args),
-                   local_peer=args.local_peer)
+                   local_peer=args.local_peer, parity=parity)
     except Unavailable as exc:
         if args.wire == "verbs":  # the recordings are tcp rows: no stand-in for a missing HCA
             raise

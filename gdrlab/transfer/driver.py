@@ -25,13 +25,12 @@ from ..vocab import (
     WIRES,
     path_info,
     paths_over,
-    wants_bandwidth,
-    wants_latency,
 )
 from .buffers import cuda_status, gpus, machine, native
+from .lanes import LanesPeer, Parity, check_parity, measure_size
 from .p2p import bench_path
 from .peers import LOCAL_PEERS, check_timeout, parse_peer, start_local_peer
-from .stats import ProgressFn, auto_counts, result_columns, summarize
+from .stats import ProgressFn
 from .tcp_wire import Connection
 from .verbs_wire import VerbsConnection, provenance_of_info, require_verbs
 
@@ -84,6 +83,7 @@ class BenchOptions:
     device: int
     timeout_s: float
     keep_samples: bool
+    parity: Parity = Parity()  # bidir, rate, duration, lanes, memory kinds, gbits (transfer.lanes)
 
 
 def _check_path_and_wire(path: str, wire: str | None) -> str:
@@ -109,15 +109,16 @@ def _check_path_and_wire(path: str, wire: str | None) -> str:
 def options(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, mode: str = "both",
             wire: str | None = None, chunk: int | None = None, depth: int | None = None, device: int = 0,
             window: int | None = None, warmup: int | None = None, timeout_s: float = 10.0,
-            keep_samples: bool = False) -> BenchOptions:
+            keep_samples: bool = False, parity: Parity | None = None) -> BenchOptions:
     """:func:`bench`'s measurement arguments, checked once (sizes parsed, defaults resolved): what
     the command line, the MPI launcher and :class:`Sweep` hand on instead of loose arguments."""
-    return _options(path, sizes, iters, mode, wire, chunk, depth, device, window, warmup, timeout_s, keep_samples)
+    return _options(path, sizes, iters, mode, wire, chunk, depth, device, window, warmup, timeout_s, keep_samples,
+                    parity)
 
 
 def _options(path: str, sizes: Any, iters: int | None, mode: str, wire: str | None, chunk: int | None,
              depth: int | None, device: int, window: int | None, warmup: int | None, timeout_s: float,
-             keep_samples: bool) -> BenchOptions:
+             keep_samples: bool, parity: Parity | None = None) -> BenchOptions:
     wire = _check_path_and_wire(path, wire)
     if mode not in BENCH_MODES:
         raise InvalidArgument(f"unknown mode {mode!r}; valid: {', '.join(BENCH_MODES)}")
@@ -135,17 +136,19 @@ def _options(path: str, sizes: Any, iters: int | None, mode: str, wire: str | No
         raise InvalidArgument(f"chunk, depth and window do not apply to path {path!r} (one copy at a time, "
                               "no pipeline)")
     check_timeout(timeout_s)
+    parity = parity or Parity()
+    check_parity(parity, path, wire, mode, iters)
     return BenchOptions(path, wire, size_list, mode, iters, window, warmup,
                         DEFAULT_CHUNK_BYTES if chunk is None else int(chunk),
                         DEFAULT_PIPELINE_DEPTH if depth is None else int(depth), int(device), float(timeout_s),
-                        bool(keep_samples))
+                        bool(keep_samples), parity)
 
 
 def bench(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, mode: str = "both",
           wire: str | None = None, peer: str | None = None, token: str | None = None, chunk: int | None = None,
           depth: int | None = None, device: int = 0, window: int | None = None, warmup: int | None = None,
           timeout_s: float = 10.0, progress: ProgressFn | None = None, keep_samples: bool = False,
-          local_peer: str = "auto") -> Any:
+          local_peer: str = "auto", parity: Parity | None = None) -> Any:
     """Measure ``path`` over ``wire`` at each size; one DataFrame row per size.
 
     Columns: :data:`gdrlab.vocab.BENCH_COLUMNS` (path, wire, size, iters, lat_min_us, lat_p50_us,
@@ -163,9 +166,12 @@ def bench(path: str = "host", sizes: Any = "8:1M", iters: int | None = None, *, 
     values chosen by size; ``keep_samples`` keeps every sample in ``attrs["samples"]``.
     ``timeout_s`` bounds every blocking call on a wire (local GPU copies have none to bound).
     ``progress(done, total, row)`` is called after each size. Every size ends with a verified
-    exchange: no row is returned for corrupted data.
+    exchange: no row is returned for corrupted data. ``parity`` (:class:`~gdrlab.transfer.lanes.Parity`)
+    holds the perftest/OSU options: both directions, message rate, a time budget per size
+    (adaptive iteration count), lanes, memory kinds, Gb/s.
     """
-    opts = _options(path, sizes, iters, mode, wire, chunk, depth, device, window, warmup, timeout_s, keep_samples)
+    opts = _options(path, sizes, iters, mode, wire, chunk, depth, device, window, warmup, timeout_s, keep_samples,
+                    parity)
     return run(opts, peer=peer, token=token, local_peer=local_peer, progress=progress)
 
 
@@ -217,6 +223,8 @@ class _EngineLink:
 
     conn: Connection
     stack: contextlib.ExitStack
+    lanes: tuple[Connection, ...] = ()  # the other lanes (--streams, --qps) beside conn
+    peer: Any = None  # with lanes: the local LanesPeer (its session count), if one was started
 
 
 def _engine_wire(cls: type[Connection], require: Callable[[str], None],
@@ -225,6 +233,8 @@ def _engine_wire(cls: type[Connection], require: Callable[[str], None],
 
     def open_(opts: BenchOptions, peer: str | None, token: str | None, local_peer: str) -> tuple[_EngineLink, str]:
         stack = contextlib.ExitStack()
+        if opts.parity.lanes > 1:
+            return _open_lanes(stack, cls, opts, peer, token, local_peer)
         try:
             conn, name = _connect(stack, cls, opts, peer, token, local_peer)
             # Warm the connection and both processes (page faults, caches, CPU clocks) before the
@@ -239,8 +249,30 @@ def _engine_wire(cls: type[Connection], require: Callable[[str], None],
     def describe(link: _EngineLink | None, info: dict[str, Any]) -> dict[str, Any]:
         return {"peer_description": link.conn.server_description if link is not None else "", **provenance_of(info)}
 
-    return Wire(require, open_, lambda link, opts, size: _measure_size(link.conn, opts, size),
+    return Wire(require, open_, lambda link, opts, size: measure_size([link.conn, *link.lanes], opts, size),
                 lambda link: link.stack.close(), describe)
+
+
+def _open_lanes(stack: contextlib.ExitStack, cls: type[Connection], opts: BenchOptions, peer: str | None,
+                token: str | None, local_peer: str) -> tuple[_EngineLink, str]:
+    """``opts.parity.lanes`` sessions with one peer (a local one that serves them all when none is given)."""
+    try:
+        if peer is None:
+            kind = local_peer if local_peer != "auto" else ("thread" if path_info(opts.path).gpu else "process")
+            local = stack.enter_context(LanesPeer(kind, opts.device, opts.timeout_s, opts.parity.lanes + 1))
+            host, port, tok, name = "127.0.0.1", local.port, local.token, f"local {kind} ({opts.parity.lanes} lanes)"
+        else:
+            host, port = parse_peer(peer)
+            tok = token if token is not None else os.environ.get("GDRLAB_TOKEN", "")
+            name = peer
+        conns = [stack.enter_context(cls(host, port, tok, opts.timeout_s)) for _ in range(opts.parity.lanes)]
+        for c in conns:
+            c.measure(opts.path, min(max(opts.sizes), 1 << 20), mode="lat", iters=20, warmup=10, chunk=opts.chunk,
+                      depth=opts.depth, device=opts.device)
+    except BaseException:
+        stack.close()
+        raise
+    return _EngineLink(conns[0], stack, tuple(conns[1:]), local if peer is None else None), name
 
 
 #: The wire table: every wire the driver runs over, by name (the GPU-to-GPU copies cross none).
@@ -281,17 +313,23 @@ class Sweep:
             self._link, self.peer_name = self._wire.open(opts, self._peer, self._token, self._local_peer)
         return self._link
 
-    def row(self, size: int) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(row, kept samples) of one size."""
+    def row(self, size: int, path: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(row, kept samples) of one size; ``path`` (default: the sweep's) measures another path
+        of the same wire over the same connection."""
         size = int(parse_sizes([size])[0])
+        opts = self.opts
+        if path is not None and path != opts.path:
+            _check_path_and_wire(path, opts.wire)
+            self._wire.require(path)
+            opts = dataclasses.replace(opts, path=path)
         link = self._open(size)
         try:
-            row, kept, self.info = self._wire.run(link, self.opts, size)
+            row, kept, self.info = self._wire.run(link, opts, size)
         except PeerClosed:
             if self._peer is not None:
                 raise
             self.close()  # the local peer ended (idle timeout): once more with a new one
-            row, kept, self.info = self._wire.run(self._open(size), self.opts, size)
+            row, kept, self.info = self._wire.run(self._open(size), opts, size)
         return row, kept
 
     def provenance(self) -> dict[str, Any]:
@@ -339,32 +377,3 @@ def _bench_over_wire(opts: BenchOptions, peer: str | None, token: str | None, lo
     if opts.keep_samples:
         df.attrs["samples"] = samples
     return df
-
-
-def _measure_size(conn: Connection, opts: BenchOptions,
-                  size: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """One size: latency and/or bandwidth as ``opts.mode`` asks; (row, samples, wire info)."""
-    lat_iters, auto_window, reps = auto_counts(size)
-    n_lat = opts.iters or lat_iters
-    n_bw = opts.iters or reps
-    row: dict[str, Any] = {"path": opts.path, "wire": opts.wire, "size": size,
-                           "iters": n_bw if opts.mode == "bw" else n_lat}
-    kept: dict[str, Any] = {}
-    verified = True
-    lat = bw = None
-    info: dict[str, Any] = {}
-    if wants_latency(opts.mode):
-        wu = opts.warmup if opts.warmup is not None else max(2, min(n_lat // 10, 50))
-        s, nbytes, ok, info = conn.measure(opts.path, size, mode="lat", iters=n_lat, warmup=wu, window=1,
-                                           chunk=opts.chunk, depth=opts.depth, device=opts.device)
-        lat, verified = summarize(s, nbytes), verified and ok
-        kept["lat_us"] = np.asarray(s) * 1e6
-    if wants_bandwidth(opts.mode):
-        wu = opts.warmup if opts.warmup is not None else max(1, n_bw // 10)
-        s, nbytes, ok, info = conn.measure(opts.path, size, mode="bw", iters=n_bw, warmup=wu,
-                                           window=opts.window or auto_window, chunk=opts.chunk, depth=opts.depth,
-                                           device=opts.device)
-        bw, verified = summarize(s, nbytes), verified and ok
-        kept["bw_gbps"] = nbytes / np.asarray(s) / 1e9
-    row.update(result_columns(lat, bw, verified, opts.path, opts.chunk, opts.depth))
-    return row, kept, info

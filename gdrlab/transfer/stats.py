@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["ProgressFn", "Summary", "summarize", "result_columns", "auto_counts"]
+__all__ = ["ProgressFn", "Summary", "summarize", "result_columns", "auto_counts", "median_ci", "Adaptive",
+           "PARITY_COLUMNS", "COLUMN_ANCHORS", "GBITS_PER_GBPS"]
 
 #: ``progress(done, total, row)``, called after each size of a sweep with the row just measured.
 ProgressFn = Callable[[int, int, dict], Any]
@@ -68,3 +69,93 @@ def auto_counts(size: int) -> tuple[int, int, int]:
     window = int(max(1, min(64, (64 << 20) // size)))
     reps = int(max(8, min(100, (1 << 30) // (size * window))))
     return lat_iters, window, reps
+
+
+def median_ci(samples: Any, z: float = 1.96) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median (about 95 % for ``z=1.96``): the order
+    statistics at ranks n/2 -/+ z*sqrt(n)/2, from the binomial distribution of the count of samples
+    below the median (W. J. Conover, Practical Nonparametric Statistics, 3rd ed., section 3.2).
+    (NaN, NaN) for fewer than 3 samples."""
+    s = np.sort(np.asarray(samples, dtype=float))
+    n = s.size
+    if n < 3:
+        return np.nan, np.nan
+    half = z * np.sqrt(n) / 2
+    lo = int(max(0, np.floor(n / 2 - half)))
+    hi = int(min(n - 1, np.ceil(n / 2 + half) - 1))
+    return float(s[lo]), float(s[hi])
+
+
+@dataclass
+class Adaptive:
+    """The adaptive iteration count of one measurement (perftest's ``-D``, made to stop early):
+    batches of samples until the median's confidence interval (:func:`median_ci`) is within
+    ``rel_tol`` of it on either side, with at least ``least`` samples, or until ``budget_s`` is
+    spent, or ``most`` samples are in. ``next_batch(samples, elapsed_s)`` says how many samples
+    the next batch takes (0: stop)."""
+
+    budget_s: float
+    least: int
+    most: int
+    rel_tol: float = 0.02
+
+    def tight(self, samples: Any) -> bool:
+        s = np.asarray(samples, dtype=float)
+        if s.size < self.least:
+            return False
+        lo, hi = median_ci(s)
+        p50 = float(np.median(s))
+        return p50 > 0 and max(p50 - lo, hi - p50) <= self.rel_tol * p50
+
+    def next_batch(self, samples: Any, elapsed_s: float) -> int:
+        n = int(np.asarray(samples).size)
+        if n >= self.most or elapsed_s >= self.budget_s or self.tight(samples):
+            return 0
+        if n == 0:
+            return min(self.least, self.most)
+        per_sample = elapsed_s / n  # batch overheads included: an estimate on the safe side
+        left = int((self.budget_s - elapsed_s) / per_sample) if per_sample > 0 else self.most
+        want = max(self.least - n, n)  # doubling: the interval narrows as 1/sqrt(n)
+        return max(0, min(want, left, self.most - n))
+
+
+#: perftest's --report_gbits unit (10**9 bits per second) per GB/s (10**9 bytes per second).
+GBITS_PER_GBPS = 8.0
+
+# The columns `gdrlab bench` adds for its parity options: name, unit, what it holds.
+_PARITY_SCHEMA = """
+bw_gbits     Gb/s     bandwidth at the median sample in 10**9 bits per second (--gbits)
+msg_rate_mps msg/s    messages per second at the median window time (--rate), all lanes together
+bidir        -        the bandwidth moved both directions at once; bw_gbps counts both (--bidir)
+lanes        count    sessions (tcp --streams) or queue pairs (verbs --qps) the bandwidth was spread over; bw_gbps is then all lanes' bytes over the slowest lane's timed loop
+src_mem      -        memory kind of the measuring side's message buffer
+dst_mem      -        memory kind of the peer's message buffer
+ci_rel       ratio    half-width of the median's 95 % confidence interval over the median (adaptive runs)
+"""
+
+#: The parity columns as (name, unit, meaning).
+PARITY_COLUMNS: tuple[tuple[str, str, str], ...] = tuple(
+    (name, "" if unit == "-" else unit, meaning)
+    for name, unit, meaning in (line.split(None, 2) for line in _PARITY_SCHEMA.strip().splitlines()))
+
+#: What a perftest or OSU micro-benchmarks user knows each column (or the option behind it) as.
+#: perftest: linux-rdma/perftest README and `ib_write_bw --help` (perftest 24.x); OSU: the
+#: osu-micro-benchmarks README (7.x), sections osu_latency, osu_bw, osu_bibw, osu_mbw_mr.
+COLUMN_ANCHORS: dict[str, dict[str, str]] = {
+    "size": {"perftest": "#bytes (-s, -a)", "osu": "Size (-m)"},
+    "iters": {"perftest": "#iterations (-n; -D for a time bound)", "osu": "-i (iterations)"},
+    "lat_min_us": {"perftest": "ib_write_lat t_min[usec]", "osu": ""},
+    "lat_p50_us": {"perftest": "ib_write_lat t_typical[usec] (median)", "osu": ""},
+    "lat_p99_us": {"perftest": "ib_write_lat 99% percentile[usec]", "osu": ""},
+    "lat_mean_us": {"perftest": "ib_write_lat t_avg[usec]", "osu": "osu_latency Avg Latency(us)"},
+    "bw_gbps": {"perftest": "BW average[MB/sec] (MB = 2**20 B; here 10**9 B/s at the median)",
+                "osu": "osu_bw Bandwidth (MB/s, 10**6 B/s; here 10**9 B/s)"},
+    "bw_gbits": {"perftest": "BW average[Gb/sec] with --report_gbits", "osu": ""},
+    "msg_rate_mps": {"perftest": "MsgRate[Mpps] (here messages/s)", "osu": "osu_mbw_mr Messages/s"},
+    "bidir": {"perftest": "-b (--bidirectional)", "osu": "osu_bibw"},
+    "lanes": {"perftest": "-q (--qp) on verbs", "osu": "osu_mbw_mr: one pair of processes per lane"},
+    "src_mem": {"perftest": "--use_cuda on the client side", "osu": "-d cuda, first buffer letter (D or H)"},
+    "dst_mem": {"perftest": "--use_cuda on the server side", "osu": "-d cuda, second buffer letter (D or H)"},
+    "verified": {"perftest": "", "osu": "-c (validation)"},
+    "ci_rel": {"perftest": "", "osu": ""},
+}

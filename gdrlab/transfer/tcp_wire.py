@@ -22,6 +22,8 @@ __all__ = ["Connection", "connect", "U32_MAX"]
 IDLE_CLOSE = "(--idle-timeout); connect again"
 #: Counts cross into the engine as unsigned 32-bit integers.
 U32_MAX = 2**32 - 1
+#: The engine's both-ways bit in a test's mode byte (wire/session.h kBothWaysFlag).
+BOTH_WAYS_FLAG = 0x80
 
 
 def check_test(wire: str, paths: tuple[str, ...], path: str, size: int, mode: str, counts: dict[str, int],
@@ -78,16 +80,20 @@ class Connection:
     def measure(self, path: str, size: int, *, mode: str = "lat", iters: int = 100, warmup: int = 10,
                 window: int = 1, chunk: int = DEFAULT_CHUNK_BYTES, depth: int = DEFAULT_PIPELINE_DEPTH,
                 device: int = 0, seed: int | None = None, buffer: Buffer | None = None,
-                offset: int = 0) -> tuple[Any, float, bool, dict[str, Any]]:
+                offset: int = 0, both_ways: bool = False) -> tuple[Any, float, bool, dict[str, Any]]:
         """One test on any wire: ``(samples_s, bytes_per_sample, verified, info)``; ``info`` is
-        what the wire reports about itself ({} for tcp)."""
+        what the wire reports about itself ({} for tcp). ``both_ways`` (tcp, ``mode="bw"``): both
+        sides stream at once (osu_bibw); bytes_per_sample then counts both directions."""
         check_test(self.wire, paths_over(self.wire), path, size, mode,
                    {"iters": iters, "warmup": warmup, "window": window, "depth": depth, "chunk": chunk,
                     "device": device}, offset)
+        if both_ways and (self.wire != "tcp" or mode != "bw"):
+            raise InvalidArgument(f"both directions at once is a bandwidth test of the tcp wire (got mode {mode!r} "
+                                  f"on the {self.wire} wire)")
         if seed is None:
             seed = secrets.randbits(63)
         nb = buffer._b if buffer is not None else None
-        call = (path, MODES.index(mode), int(size), int(iters), int(warmup), int(window), int(chunk),
+        call = (path, MODES.index(mode) | (BOTH_WAYS_FLAG if both_ways else 0), int(size), int(iters), int(warmup), int(window), int(chunk),
                 int(depth), int(device), int(seed), nb, int(offset))
         try:
             out = self._c.run(*call)
