@@ -127,6 +127,8 @@ def label(prov: Any, short: bool = False) -> str:
     if kind == "imported":
         tool = " ".join(str(found[k]) for k in ("tool", "version") if found.get(k))
         return f"imported from {tool or 'another tool'}" + (f" ({found['host']})" if found.get("host") else "")
+    if found.get("fit"):   # a line someone fitted to measured points: not the kit's model
+        return f"fitted by {found['fit']}"
     level = found.get("level")
     return f"modelled, profile {found.get('profile') or 'unnamed profile'}" + (f" ({level} level)" if level else "")
 

@@ -167,7 +167,8 @@ def alpha_beta_frame(alpha_us: float, beta_gbps: float, sizes: Any = "8:256M",
     lat_us = float(alpha_us) + s / (float(beta_gbps) * 1e3)
     df = pd.DataFrame({"size": s.astype(np.int64), "lat_us": lat_us, "bw_gbps": s / lat_us / 1e3})
     # A learner's own alpha-beta line: the model is theirs, so its label names it as such.
-    prov.attach(df, prov.modelled(f"{label} (alpha {alpha_us:.3g} us, beta {beta_gbps:.3g} GB/s)"), column=False)
+    prov.attach(df, prov.modelled(f"{label} (alpha {alpha_us:.3g} us, beta {beta_gbps:.3g} GB/s)",
+                                  fit="you" if label == "your fit" else "least squares"), column=False)
     return df
 
 

@@ -1,5 +1,6 @@
 """Plain plotly figures of sweeps, usable without widgets: every trace says where its points came
-from (live, recorded on named hardware, modelled with a profile) and both axes carry units."""
+from (live, recorded on named hardware, modelled with a profile, imported from another tool's
+output) and both axes carry units."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, TypedDict, Union
@@ -43,8 +44,8 @@ AXIS_TITLES = {
 # A model frame has lat_us; measured frames have lat_p50_us etc. Plot the nearest match.
 _Y_FALLBACKS = {"lat_p50_us": ("lat_us",), "lat_min_us": ("lat_us",), "lat_mean_us": ("lat_us",),
                 "lat_p99_us": ("lat_us",), "lat_us": ("lat_p50_us",)}
-_DASH = {"live": "solid", "recorded": "dot", "modelled": "dash"}
-_SYMBOL = {"live": "circle", "recorded": "square", "modelled": None}
+_DASH = {"live": "solid", "recorded": "dot", "modelled": "dash", "fitted": "dashdot", "imported": "longdashdot"}
+_SYMBOL = {"live": "circle", "recorded": "square", "modelled": None, "fitted": None, "imported": "diamond"}
 
 
 def byte_ticks(low: float, high: float) -> Ticks:
@@ -109,7 +110,9 @@ def _kind(df: pd.DataFrame) -> str:
     prov = df.attrs.get("provenance") if hasattr(df, "attrs") else None
     if not isinstance(prov, dict):
         raise ValueError("every dataset needs a provenance: set df.attrs['provenance'] = "
-                         "{'kind': 'live'|'recorded'|'modelled', ...}")
+                         "{'kind': 'live'|'recorded'|'modelled'|'imported', ...} (gdrlab.provenance)")
+    if prov.get("kind") == "modelled" and prov.get("fit"):
+        return "fitted"   # a learner's fit, drawn like a model line but not called the kit's model
     return str(prov.get("kind", ""))
 
 
@@ -138,7 +141,8 @@ def add_frame_trace(fig: go.Figure, df: pd.DataFrame, *, x: str = "size", y: str
         colour = colours.setdefault(name or prov, _PALETTE[len(colours) % len(_PALETTE)])
         fig.add_trace(go.Scatter(
             x=g[x].tolist(), y=g[ycol].tolist(), name=f"{name} — {prov}" if name else prov,
-            mode="lines" if kind == "modelled" else "lines+markers",
+            # a model is a line; a few measured sizes far apart are points, not a curve between them
+            mode="lines" if kind in ("modelled", "fitted") else ("markers" if len(g) < 6 else "lines+markers"),
             line={"dash": _DASH.get(kind, "solid"), "color": colour},
             marker={"symbol": _SYMBOL.get(kind) or "circle"},
             hovertemplate=f"%{{x:,}} B: %{{y:.4g}}<extra>{name or kind} ({kind})</extra>",

@@ -284,7 +284,7 @@ if a_host is None:
 if a_host is not None:
     print(f"live, this machine's CPU (numpy.copyto): alpha = {a_host:.2f} us, beta = {b_host:.1f} GB/s")
 fits = [lab02.alpha_beta_frame(a_host, b_host, sizes="8:64M", label="your fit")] if a_host is not None else []
-plot_sweep({"host memcpy": mine}, y="lat_p50_us", title="host to host copy by the CPU (live)", model=fits)
+plot_sweep({"host memcpy": mine}, y="lat_p50_us", title="host to host copy by the CPU", model=fits)
 
 
 # %% [markdown] id="02-gpu-gpu-peer-access"

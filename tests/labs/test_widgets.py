@@ -298,3 +298,23 @@ def test_standard_controls():
     assert "hopper-ndr" in widgets.profile_dropdown().options
     with pytest.raises(ValueError, match="unknown profile"):
         widgets.profile_dropdown("k80")
+
+
+def test_a_learners_fit_is_not_called_the_kits_model_and_sparse_points_are_not_joined():
+    """Issue 34 item 9: the fit's provenance says who fitted it; three recorded sizes far apart are
+    drawn as points (a line would suggest data between them); the title names each kind once."""
+    import pandas as pd
+
+    from gdrlab import provenance
+    from gdrlab.labsupport import lab02
+    from gdrlab.widgets import plot_sweep
+
+    fit = lab02.alpha_beta_frame(5.0, 50.0, sizes="8:1M", label="your fit")
+    assert provenance.label(fit) == "fitted by you"
+    rec = provenance.attach(pd.DataFrame({"size": [8, 1 << 20, 1 << 28], "lat_p50_us": [5.0, 30.0, 5000.0]}),
+                            provenance.recorded("test rig", date="2026-12-01"))
+    fig = plot_sweep({"p2p": rec}, y="lat_p50_us", title="peer copies", model=[fit])
+    modes = {t.name: t.mode for t in fig.data}
+    assert any(m == "markers" for m in modes.values()) and any(m == "lines" for m in modes.values())
+    title = fig.layout.title.text
+    assert title == "peer copies (recorded + fitted)" and "modelled" not in title
