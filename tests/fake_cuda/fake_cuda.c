@@ -84,9 +84,11 @@ int cuMemHostAlloc(void** p, size_t n, unsigned flags) {
   return 0;
 }
 int cuMemFreeHost(void* p) { free(p); --live_allocs; return 0; }
-static int live_modules, launches, stream_copies;
+static int live_modules, launches, stream_copies, launches_on[8];
 int fake_cuda_live_modules(void) { return live_modules; }
 int fake_cuda_launches(void) { return launches; }
+/* kernel launches made while dev's context was current: the GPU that ran them */
+int fake_cuda_launches_on(int dev) { return dev >= 0 && dev < 8 ? launches_on[dev] : -1; }
 int fake_cuda_stream_copies(void) { return stream_copies; }
 
 /* The copy every copy call and the kernel launch make; `call` is the name GDRLAB_FAKE_CUDA_CORRUPT
@@ -166,6 +168,7 @@ int cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
   unsigned long long dst = *(unsigned long long*)params[0], src = *(unsigned long long*)params[1];
   unsigned long long n = *(unsigned long long*)params[2];
   ++launches;
+  ++launches_on[current_dev];
   copy_bytes("cuLaunchKernel", (void*)(uintptr_t)dst, (const void*)(uintptr_t)src, (size_t)n, stream);
   return 0;
 }
