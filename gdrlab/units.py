@@ -1,10 +1,13 @@
-"""Message sizes as people write them: ``8``, ``4K``, ``1M``, ``8,4K,1M`` and ranges ``8:64M``."""
+"""Message sizes as people write them: ``8``, ``4K``, ``1M``, ``8,4K,1M`` and ranges ``8:64M``;
+and the rates and times other tools print, converted to the kit's units (GB/s = 1e9 bytes per
+second, one-way microseconds)."""
 from __future__ import annotations
 
 import re
 from typing import Iterable, Union, cast
 
-__all__ = ["parse_size", "parse_sizes", "format_size", "MAX_SIZE"]
+__all__ = ["parse_size", "parse_sizes", "format_size", "MAX_SIZE", "RATE_UNITS", "to_gbps", "one_way_us",
+           "ns_to_us"]
 
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
           "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
@@ -83,3 +86,29 @@ def format_size(n: int) -> str:
         if n >= scale and n % scale == 0:
             return f"{n // scale}{unit}"
     return str(n)
+
+
+#: Bytes per second in one unit of each rate the benchmark tools print. ``MiB/s`` is perftest's
+#: "MB/sec" and ucx_perftest's "MB/s" (2**20 bytes); ``MB/s`` is OSU's (10**6 bytes); ``Gb/s`` is
+#: perftest's ``--report_gbits`` "Gb/sec" (10**9 bits); ``GB/s`` is nccl-tests' and nvbandwidth's
+#: (10**9 bytes), the kit's own unit.
+RATE_UNITS: dict[str, float] = {"MiB/s": float(1 << 20), "MB/s": 1e6, "Gb/s": 1e9 / 8, "GB/s": 1e9}
+
+
+def to_gbps(value: float, unit: str) -> float:
+    """``value`` in ``unit`` (a key of :data:`RATE_UNITS`) as GB/s (10**9 bytes per second)."""
+    try:
+        scale = RATE_UNITS[unit]
+    except KeyError:
+        raise ValueError(f"unknown rate unit {_shown(unit)}; known: {', '.join(RATE_UNITS)}") from None
+    return float(value) * scale / 1e9
+
+
+def one_way_us(round_trip_us: float) -> float:
+    """Half of a round-trip time: the one-way latency the kit reports (as perftest and OSU do)."""
+    return float(round_trip_us) / 2.0
+
+
+def ns_to_us(value_ns: float) -> float:
+    """Nanoseconds as microseconds."""
+    return float(value_ns) / 1000.0
