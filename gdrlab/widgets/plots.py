@@ -151,7 +151,7 @@ def add_frame_trace(fig: go.Figure, df: pd.DataFrame, *, x: str = "size", y: str
 
 def plot_sweep(data: Frames, y: str = "bw_gbps", *, x: str = "size", split: str | None = None,
                model: Frames = None, title: str = "", log_x: bool = True, log_y: bool | None = None,
-               height: int = 420) -> go.Figure:
+               height: int = 420, colours: dict[str, str] | None = None) -> go.Figure:
     """A figure of one or more sweeps against message size.
 
     Parameters
@@ -166,6 +166,9 @@ def plot_sweep(data: Frames, y: str = "bw_gbps", *, x: str = "size", split: str 
         Modelled curves (from :func:`model_frame`) drawn dashed.
     log_y : bool, optional
         Default: log for latency, linear for bandwidth.
+    colours : dict, optional
+        ``{series name: colour}`` for series that must keep a colour (one a diagram uses);
+        the others take the palette's next colour.
 
     Returns
     -------
@@ -176,7 +179,7 @@ def plot_sweep(data: Frames, y: str = "bw_gbps", *, x: str = "size", split: str 
 
     fig = go.Figure()
     kinds: list[str] = []
-    colours: dict[str, str] = {}
+    colours = dict(colours or {})   # series name -> colour, e.g. to match a diagram's
     for label, df in frames_from(data) + frames_from(model):
         add_frame_trace(fig, df, x=x, y=y, label=label, split=split, colours=colours)
         kind = _kind(df)

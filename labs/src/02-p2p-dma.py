@@ -332,8 +332,9 @@ if p2p.data is not None:
             for on, df in p2p.data.groupby("peer_access", sort=False)}
     for df in data.values():
         provenance.attach(df, provenance.derived(p2p.data), column=False)
-    display(plot_sweep(data, y="bw_gbps", model=lab02.p2p_model(), title="GPU to GPU bandwidth"))
-    display(plot_sweep(data, y="lat_p50_us", model=lab02.p2p_model(), title="GPU to GPU latency"))
+    as_diagram = {"peer access on": "#2ca02c", "peer access off": "#d62728"}   # the diagram's green and red
+    display(plot_sweep(data, y="bw_gbps", model=lab02.p2p_model(), title="GPU to GPU bandwidth", colours=as_diagram))
+    display(plot_sweep(data, y="lat_p50_us", model=lab02.p2p_model(), title="GPU to GPU latency", colours=as_diagram))
 
 # %% [markdown] id="02-p2p-data-note"
 # The model's P2P parameters on sliders (profile `hopper-ndr`, whose P2P figures come from the 2x

@@ -318,3 +318,17 @@ def test_a_learners_fit_is_not_called_the_kits_model_and_sparse_points_are_not_j
     assert any(m == "markers" for m in modes.values()) and any(m == "lines" for m in modes.values())
     title = fig.layout.title.text
     assert title == "peer copies (recorded + fitted)" and "modelled" not in title
+
+
+def test_plot_sweep_keeps_the_colours_it_is_given():
+    import pandas as pd
+
+    from gdrlab import provenance
+    from gdrlab.widgets import plot_sweep
+
+    rec = provenance.recorded("test rig", date="2026-12-01")
+    frames = {name: provenance.attach(pd.DataFrame({"size": [8, 64, 512], "bw_gbps": [1.0, 2.0, 3.0]}), rec)
+              for name in ("peer access off", "peer access on")}
+    fig = plot_sweep(frames, colours={"peer access on": "#2ca02c", "peer access off": "#d62728"})
+    by_name = {t.name.split(" — ")[0]: t.line.color for t in fig.data}
+    assert by_name == {"peer access off": "#d62728", "peer access on": "#2ca02c"}
