@@ -207,9 +207,9 @@ def _crossover(model: ModuleType, args: argparse.Namespace, prof: Profile, kw: _
     if args.json:
         emit_json(doc)
         return 0
-    where = f"on {prof.name} ({prof.placement}, 1 B to 1 GiB)"
+    where = f"on {prof.name} ({prof.placement})"
     if size is None:
-        print(f"{args.b} never beats {args.a} {where}  {label}")
+        print(f"{args.b} never beats {args.a} on {prof.name} ({prof.placement}, 1 B to 1 GiB)  {label}")
         return 0
     print(f"{args.b} beats {args.a} from {_size_text(size)} {where}  {label}")
     if args.exact:
