@@ -5,7 +5,7 @@ from typing import Annotated, Any
 import numpy
 from numpy.typing import NDArray
 
-from gdrlab._native import verbs as verbs
+from gdrlab._native import ucx as ucx, verbs as verbs
 
 
 PATH_NAMES: tuple = ('host', 'staged', 'shared', 'pipelined', 'gdr')

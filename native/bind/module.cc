@@ -18,6 +18,7 @@
 #include "paths/copyrun.h"
 #include "paths/sm_copy.h"
 #include "tcp/tcp_session.h"
+#include "ucx/ucx_wire.h"
 #include "verbs/session.h"
 #include "wire/frame.h"
 #include "wire/session.h"
@@ -31,6 +32,7 @@ using namespace nb::literals;
 
 void bind_verbs(nb::module_& m);  // bind/verbs.cc
 void bind_dlpack(nb::module_& m);  // bind/dlpack.cc
+void bind_ucx(nb::module_& m);  // bind/ucx.cc
 using namespace gdrlab;
 
 namespace {
@@ -164,6 +166,7 @@ void bind_sessions(nb::module_& m) {
              auto s = std::make_unique<Server>(host, port, token, timeout_ms, lim);
              add_tcp_wire(*s);
              add_verbs_wire(*s);
+             add_ucx_wire(*s);
              return s;
            }),
            "host"_a, "port"_a, "token"_a, "timeout_ms"_a, "max_clients"_a = 64, "idle_ms"_a = 60000,
@@ -321,4 +324,5 @@ NB_MODULE(_native, m) {
   bind_gpu(m);
   bind_wire_internals(m);
   bind_verbs(m);
+  bind_ucx(m);
 }

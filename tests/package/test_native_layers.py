@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NATIVE = ROOT / "native"
 
 #: Each folder's floor; a file may include a folder on a lower floor, or its own folder.
-LAYERS = {"core": 0, "wire": 1, "paths": 2, "tcp": 3, "verbs": 3, "bind": 4, "fuzz": 4}
+LAYERS = {"core": 0, "wire": 1, "paths": 2, "tcp": 3, "verbs": 3, "ucx": 3, "bind": 4, "fuzz": 4}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
 

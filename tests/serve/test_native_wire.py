@@ -153,11 +153,11 @@ def test_vocabulary_tables_agree_with_the_wire():
     assert (_native.DEFAULT_CHUNK_BYTES, _native.DEFAULT_PIPELINE_DEPTH) == (256 * 1024, 4)
 
 
-@pytest.mark.parametrize("ftype", [0, 12, 0xFFFF])
+@pytest.mark.parametrize("ftype", [0, 13, 0xFFFF])
 def test_frame_types_outside_the_enum_are_refused(ftype):
     with pytest.raises(errors.ProtocolError, match=f"unknown frame type {ftype}"):
         _native.validate_header(struct.pack("<IHHII", MAGIC, VERSION, ftype, 0, 0), 0)
-    _native.validate_header(struct.pack("<IHHII", MAGIC, VERSION, 11, 0, 0), 0)  # CONNECT: the last type
+    _native.validate_header(struct.pack("<IHHII", MAGIC, VERSION, 12, 0, 0), 0)  # UCX_CONNECT: the last type
 
 
 @pytest.mark.parametrize("code", ["gdr", "sentinel"])

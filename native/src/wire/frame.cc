@@ -30,6 +30,7 @@ const char* frame_type_name(uint16_t type) {
     case FrameType::Verdict: return "VERDICT";
     case FrameType::Bye: return "BYE";
     case FrameType::Connect: return "CONNECT";
+    case FrameType::UcxConnect: return "UCX_CONNECT";
   }
   return "UNKNOWN";
 }

@@ -35,6 +35,7 @@ enum class FrameType : uint16_t {
   Verdict = 9,  // server -> client: result of checking a verification message
   Bye = 10,     // client -> server: end of session
   Connect = 11, // either way: opaque connection data for another wire (verbs)
+  UcxConnect = 12, // either way: a ucx test's parameters and UCX worker address (ucx/ucx_wire.h)
   Max,          // sentinel: every valid type is below it
 };
 
