@@ -42,9 +42,22 @@ def header(report: dict[str, Any]) -> str:
     return f"gdrlab doctor ({where}, {report['provenance']['date']})"
 
 
+def verdict(report: dict[str, Any]) -> str:
+    """One line: which paths run here and what the labs do about the others."""
+    paths = report.get("paths") or {}
+    runs = [k for k, v in paths.items() if v["available"]]
+    if not paths:
+        return "Here: no path report."
+    if len(runs) == len(paths):
+        return f"Here: every path runs ({', '.join(runs)})."
+    what = ", ".join(runs) if runs else "no path"
+    return (f"Here: {what} {'runs' if len(runs) == 1 else 'run'} live; for the other {len(paths) - len(runs)} "
+            "the labs show recorded data and the model (reasons under Paths).")
+
+
 def render(report: dict[str, Any]) -> str:
-    """The report as text tables."""
-    lines = [header(report), ""]
+    """The report as text tables: a one-line verdict first, each long reason written once."""
+    lines = [header(report), verdict(report), ""]
     cuda = report["cuda"]
     v = int(cuda.get("driver_version") or 0)
     lines.append(f"CUDA driver: usable, CUDA {v // 1000}.{(v % 1000) // 10}" if cuda["usable"]
@@ -93,8 +106,12 @@ def render(report: dict[str, Any]) -> str:
                                                         else "") for k in report["knobs"]]
     lines += doctor_lines(report.get("storage"))
     lines += ["", "Paths"]
+    said = str(cuda.get("reason") or "") if not cuda["usable"] else ""
     for k, v in report["paths"].items():
-        lines.append(f"  {k:<11} {'yes' if v['available'] else 'no ':<4} {v['reason']}")
+        reason = str(v["reason"])
+        if len(said) > 40:   # the CUDA reason was printed above: point at it instead of repeating it
+            reason = reason.replace(said, "see CUDA driver above")
+        lines.append(f"  {k:<11} {'yes' if v['available'] else 'no ':<4} {reason}")
         if v["fix"]:
             lines.append(f"  {'':<11} {'':<4} fix: {v['fix']}")
     return "\n".join(lines)

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = ["H200_FACTS", "run_doctor_cli", "paths_table", "gpu_table", "h200_report", "host_measure",
            "host_sweep",
-           "host_sweep_widget", "host_model", "default_profile", "host_spread", "spread_figure", "spread_note"]
+           "host_sweep_widget", "host_model", "default_profile", "host_spread", "spread_figure", "spread_note",
+           "paths_view"]
 
 GiB = 1 << 30
 
@@ -69,6 +70,14 @@ def paths_table(report: dict[str, Any]) -> pd.DataFrame:
 
     paths = report.get("paths") or path_availability(report)
     return pd.DataFrame([{"path": p, **v} for p, v in paths.items()]).set_index("path")
+
+
+def paths_view(report: dict[str, Any]) -> Any:
+    """:func:`paths_table` for display: every reason and fix in full, wrapped, left-aligned (a
+    DataFrame's display cuts them at 50 characters, so the fix, the useful part, was lost)."""
+    df = paths_table(report)
+    return df.style.set_properties(subset=[c for c in ("reason", "fix") if c in df.columns],
+                                   **{"white-space": "normal", "text-align": "left", "min-width": "18em"})
 
 
 def gpu_table(report: dict[str, Any]) -> pd.DataFrame:

@@ -87,7 +87,7 @@ print(lab00.run_doctor_cli())
 report = hw.doctor_report()
 print("GPUs here:", len(report["gpus"]) or report["gpus_reason"])
 print("RDMA devices here:", [d["name"] for d in report["rdma_devices"]] or report["rdma_reason"])
-lab00.paths_table(report)
+lab00.paths_view(report)
 
 # %% [markdown] id="00-doctor-report-note"
 # | path | what moves the bytes | needs |
@@ -157,7 +157,7 @@ print(lab00.spread_note(spread))
 h200, where = lab00.h200_report()
 print("source:", where)
 display(lab00.gpu_table(h200))
-lab00.paths_table(h200)
+lab00.paths_view(h200)
 
 # %% [markdown] id="00-exercise-1-2-points"
 # ### Exercise 1 (2 points): which paths could run on the H200?

@@ -207,3 +207,22 @@ def test_doctor_says_whether_pyverbs_is_usable(run_cli):
     assert pv["reason"], "an unusable pyverbs must say why; a usable one says what works"
     if not pv["importable"]:
         assert "pyverbs" in pv["reason"] and not pv["usable"]
+
+
+def test_doctor_text_starts_with_a_verdict_and_says_a_long_reason_once():
+    """Issue 34 item 9: one line saying what runs here, and the CUDA driver's long reason printed
+    once, with the paths pointing at it (it was repeated five times)."""
+    from gdrlab.commands import doctor as doctor_cmd
+
+    long_reason = "libcuda.so.1 not found (no NVIDIA driver on this machine): libcuda.so.1: cannot open shared object file"
+    no = {"available": False, "reason": f"no usable CUDA GPU: {long_reason}", "fix": "a GPU"}
+    report = {"provenance": {"kind": "live", "date": "2026-12-04"}, "source": "live, box",
+              "cuda": {"usable": False, "reason": long_reason}, "gpus": [], "gpus_reason": "none",
+              "rdma_devices": [], "rdma_reason": "none",
+              "peer_memory": {"peer_memory_module": None, "dmabuf_usable": False, "dmabuf_reason": "no GPU"},
+              "libraries": {}, "paths": {"host": {"available": True, "reason": "needs nothing", "fix": ""},
+                                         "staged": no, "shared": dict(no)}}
+    text = doctor_cmd.render(report)
+    assert text.splitlines()[1] == ("Here: host runs live; for the other 2 the labs show recorded data and the "
+                                    "model (reasons under Paths).")
+    assert text.count(long_reason) == 1 and text.count("see CUDA driver above") == 2

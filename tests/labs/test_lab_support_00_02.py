@@ -277,3 +277,14 @@ def test_host_copy_live_measures_this_cpu_and_refuses_huge_buffers(monkeypatch):
         lab02.host_copy_live([128 << 20], repeats=1)
     with pytest.raises(ValueError, match="repeats"):
         lab02.host_copy_live([4096], repeats=-1)
+
+
+def test_paths_view_shows_reasons_and_fixes_in_full():
+    """Issue 34 item 9: the display keeps the whole fix (a DataFrame's repr cut it at 50 characters)."""
+    pytest.importorskip("jinja2")   # pandas' Styler; JupyterLab brings it
+    report, _ = lab00.h200_report()
+    html = lab00.paths_view(report).to_html()
+    for v in lab00.paths_table(report)["fix"]:
+        if v:
+            assert str(v).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in html or str(v)[:60] in html
+    assert "white-space: normal" in html
