@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one command: build, GPU tests, benchmarks, recorded datasets.
-#   bench/gpu_suite.sh OUTDIR [STAGES]     STAGES: comma list of build,tests,bench,record,labs,extra (default all)
-#                                          and compare (not in the default)
+#   bench/gpu_suite.sh OUTDIR [STAGES]     STAGES: comma list of build,tests,bench,parity,record,labs,extra
+#                                          (default all) and compare (not in the default)
 # compare: GDRLAB_BASELINE_SRC names an earlier source tree (e.g. `git archive REV | tar -x -C DIR`);
 # both trees are installed side by side (non-editable, --target) and bench/bench_engine.py runs for
 # each, alternating baseline and this tree, so a refactor is judged against the same run's spread.
 # Results land in OUTDIR (JSON, logs) and OUTDIR/results.tgz.
 set -u -o pipefail
 OUT=${1:?usage: bench/gpu_suite.sh OUTDIR [STAGES]}
-STAGES=${2:-build,tests,bench,record,labs,extra}
+STAGES=${2:-build,tests,bench,parity,record,labs,extra}
 R=${GDRLAB_SUITE_DIR:-/tmp/gdrlab-suite}/r
 rm -rf "$R"; mkdir -p "$R" "$OUT"
 PY=${PYTHON:-python3}
@@ -60,6 +60,16 @@ fi
 if has bench; then
   step "benchmarks"
   $PY bench/bench_engine.py --out "$R/bench_engine.json" --raw-copy "$R/raw_copy" --reps 5 2>&1 | tee "$R/bench_engine.log" | tail -25
+fi
+
+if has parity; then
+  step "parity: spin budgets, sweep speed, copy engines, UCX, each against a reference of the same run"
+  timeout 240 $PY bench/host_latency.py --spin 0,50 --reps 7 --iters 20000 --json "$R/host_latency_spin.json" 2>&1 | tail -12
+  [ -f bench/sweep_speed.py ] && timeout 300 $PY bench/sweep_speed.py "$R/sweep_speed" 2>&1 | tail -20
+  [ -f bench/copy_engines.py ] && timeout 240 $PY bench/copy_engines.py "$R/copy_engines" --raw-copy "$R/raw_copy" 2>&1 | tail -20
+  [ -f bench/ucx_reference.sh ] && timeout 240 bash bench/ucx_reference.sh "$R/ucx" 2>&1 | tail -20
+  [ -f bench/ucx_reference.py ] && timeout 240 $PY bench/ucx_reference.py "$R/ucx" 2>&1 | tail -20
+  cp -r "$R"/host_latency_spin.json "$R"/sweep_speed "$R"/copy_engines "$R"/ucx "$OUT"/ 2>/dev/null
 fi
 
 if has record; then
