@@ -40,6 +40,35 @@ static double time_copy(int dir, size_t size, int iters, int warmup, void* host,
   return median(s);
 }
 
+// Device to device on one GPU (dir 2) and both host directions at once on two streams (bidir):
+// the references of bench/copy_engines.py.
+static double time_d2d(size_t size, int iters, int warmup, CUdeviceptr dst, CUdeviceptr src, CUstream st) {
+  std::vector<double> s;
+  for (int i = 0; i < warmup + iters; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    CHECK(cuMemcpyDtoDAsync(dst, src, size, st));
+    CHECK(cuStreamSynchronize(st));
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (i >= warmup) s.push_back(dt);
+  }
+  return median(s);
+}
+
+static double time_bidir(size_t size, int iters, int warmup, void* h_src, CUdeviceptr d_dst, CUdeviceptr d_src,
+                         void* h_dst, CUstream a, CUstream b) {
+  std::vector<double> s;
+  for (int i = 0; i < warmup + iters; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    CHECK(cuMemcpyHtoDAsync(d_dst, h_src, size, a));
+    CHECK(cuMemcpyDtoHAsync(h_dst, d_src, size, b));
+    CHECK(cuStreamSynchronize(a));
+    CHECK(cuStreamSynchronize(b));
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (i >= warmup) s.push_back(dt);
+  }
+  return median(s);
+}
+
 int main(int argc, char** argv) {
   size_t big = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (64u << 20);
   int big_iters = argc > 2 ? std::atoi(argv[2]) : 50;
@@ -60,8 +89,19 @@ int main(int argc, char** argv) {
   double d2h = time_copy(1, big, big_iters, 5, host, dev, st);
   double d2h8 = time_copy(1, 8, small_iters, 100, host, dev, st);
   double h2d8 = time_copy(0, 8, small_iters, 100, host, dev, st);
-  std::printf("{\"size\": %zu, \"h2d_s\": %.9g, \"d2h_s\": %.9g, \"d2h_8b_s\": %.9g, \"h2d_8b_s\": %.9g}\n", big, h2d,
-              d2h, d2h8, h2d8);
+  void* host2 = nullptr;
+  CHECK(cuMemHostAlloc(&host2, big, CU_MEMHOSTALLOC_PORTABLE));
+  CUdeviceptr dev2;
+  CHECK(cuMemAlloc(&dev2, big));
+  CUstream st2;
+  CHECK(cuStreamCreate(&st2, CU_STREAM_NON_BLOCKING));
+  double d2d = time_d2d(big, big_iters, 5, dev2, dev, st);
+  double bidir = time_bidir(big, big_iters, 5, host, dev, dev2, host2, st, st2);
+  std::printf("{\"size\": %zu, \"h2d_s\": %.9g, \"d2h_s\": %.9g, \"d2h_8b_s\": %.9g, \"h2d_8b_s\": %.9g, "
+              "\"d2d_s\": %.9g, \"bidir_s\": %.9g}\n", big, h2d, d2h, d2h8, h2d8, d2d, bidir);
+  CHECK(cuStreamDestroy(st2));
+  CHECK(cuMemFree(dev2));
+  CHECK(cuMemFreeHost(host2));
   CHECK(cuStreamDestroy(st));
   CHECK(cuMemFree(dev));
   CHECK(cuMemFreeHost(host));

@@ -1,5 +1,6 @@
 """gdrlab transfer engine (private: use gdrlab.engine)"""
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import numpy
@@ -133,6 +134,10 @@ def copy_samples(direction: str, size: int, iters: int, warmup: int, host_kind: 
 def peer_samples(src: int, dst: int, size: int, iters: int, warmup: int, peer_access: bool, bidirectional: bool) -> Annotated[NDArray[numpy.float64], dict(shape=(None,))]: ...
 
 def can_access_peer(a: int, b: int) -> bool: ...
+
+def copy_run(legs: Sequence[tuple[str, int, str, int, int]], size: int, iters: int, warmup: int, engine: str, peer: int, check_every: int) -> dict: ...
+
+def sm_copy_ptx() -> tuple[str, str, str]: ...
 
 def cuda_probe() -> tuple[bool, str, int]: ...
 

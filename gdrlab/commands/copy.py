@@ -12,7 +12,8 @@ DESCRIPTION = """\
 Copies on this machine, as nvbandwidth measures them. Each sample queues the copies (one, two with
 --bidir, one per GPU with --pattern), waits for all, and is timed twice: on the host clock (what an
 application sees: queueing, copy, completion) and with CUDA events recorded on each copy's stream
-around it (the GPU's own time; with several copies, the longest). Bandwidth counts the bytes of every
+around it (the GPU's own time: first start to last end of the copies one GPU runs; a copy run by
+another GPU counts with its own time, as two GPUs' events do not compare). Bandwidth counts the bytes of every
 copy of the sample (with --bidir both directions; nvbandwidth's CE bidirectional tests report the
 measured direction only, about half). Every copy is verified: before a checked sample each
 destination is overwritten, after it each must hold the source's pattern (outside the timed window).
@@ -114,7 +115,7 @@ def _print(args: argparse.Namespace, df) -> None:
 
     first = df.iloc[0]
     timing = {"host": "host clock: queue every copy of the sample, wait for all (what an application sees)",
-              "event": "CUDA events recorded on each copy's stream around it (GPU time; the longest copy)"}
+              "event": "CUDA events on each copy's stream around it (GPU time: first start to last end)"}
     if args.csv:
         df.to_csv(sys.stdout, index=False)
         return

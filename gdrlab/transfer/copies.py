@@ -187,7 +187,8 @@ def run_legs(legs: list[Leg], sizes: Any = "64M", iters: int | None = None, *, e
              progress: ProgressFn | None = None) -> list[dict]:
     """Run ``legs`` at once at each size: one row per size with both timings. ``host_*`` columns
     are the host clock (queue every copy, wait for all), ``event_*`` CUDA events around each copy
-    on its stream (the longest copy of the sample); bandwidth counts the bytes of every copy."""
+    on its stream (from the first start to the last end among the copies one GPU runs; a copy run by
+    another GPU counts with its own time); bandwidth counts the bytes of every copy."""
     if engine not in ENGINES:
         raise InvalidArgument(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
     if peer not in PEER_MODES:

@@ -83,6 +83,8 @@ def test_bidir_runs_both_directions_at_once(fake_cuda_dir, direction):
     out = sweep(fake_cuda_dir, direction=direction, sizes=[65536], iters=3, warmup=0, bidir=True, engine="sm")
     (r,) = out["rows"]
     assert r["copies"] == 2 and r["bytes_per_sample"] == 2 * 65536 and r["checks"] == 2 * 3
+    # one GPU runs both copies: the event span (first start to last end) lies inside the host window
+    assert 0 < r["event_lat_min_us"] <= r["host_lat_min_us"]
     legs = out["provenance"]["legs"]
     assert legs[1] == [legs[0][2], legs[0][3], legs[0][0], legs[0][1], legs[1][4]]  # the reverse copy
     assert r["nvbandwidth"] == ("host_to_device_bidirectional_memcpy_sm" if direction == "h2d" else None)

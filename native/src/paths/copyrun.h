@@ -5,7 +5,8 @@
 // legs make a bidirectional sample and one leg per GPU makes host-to-all or all-to-one.
 // Each sample is timed twice: on the host clock (queue the legs, wait for all: what an
 // application sees) and with CUDA events recorded on each leg's stream around its copy (the
-// GPU's own time; the sample's event time is the longest leg's).
+// GPU's own time: from the earliest start to the latest end of the legs one GPU runs; legs run by
+// other GPUs count with their own time, as events of two GPUs do not compare).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -31,7 +32,7 @@ enum class PeerMode { Auto = -1, Off = 0, On = 1 };
 
 struct CopyRunResult {
   std::vector<double> host_s;   // one per timed sample, host clock
-  std::vector<double> event_s;  // one per timed sample, CUDA events (longest leg)
+  std::vector<double> event_s;  // one per timed sample, CUDA events (see above)
   double bytes_per_sample = 0;  // size x legs
   int64_t checks = 0;           // destination buffers verified
   unsigned sm_blocks = 0, sm_threads = 0;  // launch shape of the SM kernel (0 for CE)
