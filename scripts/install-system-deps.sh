@@ -22,6 +22,8 @@
 #   postgresql                    the class view's storage tests against a real PostgreSQL server
 #                                 (tests/classroom starts its own in a temporary folder; the
 #                                 package's cluster need not run)
+#   node-configurable-http-proxy  JupyterHub's proxy, for tests/hub (a real hub started from
+#                                 examples/jupyterhub/; jupyterhub itself comes from PyPI, [test])
 set -euo pipefail
 PACKAGES=(g++ cmake make python3-venv python3-dev
           openmpi-bin libopenmpi-dev openssh-client libibverbs1 libibverbs-dev)
@@ -35,7 +37,7 @@ for arg in "$@"; do
   esac
 done
 if ! $LAB_ONLY; then
-  PACKAGES+=(clang libclang-rt-dev chromium shellcheck stress-ng postgresql)
+  PACKAGES+=(clang libclang-rt-dev chromium shellcheck stress-ng postgresql node-configurable-http-proxy)
   # Debian 12 (bookworm): name the package that owns libclang_rt.fuzzer explicitly as well.
   if [ -r /etc/os-release ] && grep -q 'VERSION_CODENAME=bookworm' /etc/os-release; then
     PACKAGES+=(libclang-rt-14-dev)
