@@ -8,14 +8,15 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import provenance
 from ..errors import Unavailable
 from . import nccl_tests, nvbandwidth, osu, perftest, ucx_perftest
 from ._common import MAX_BYTES, BadOutput, Result, clean, frame, read_text
 
-__all__ = ["TOOLS", "EXTRA_SHOWN", "read", "detect", "export_reader", "BadOutput", "MAX_BYTES"]
+__all__ = ["EXTRA_SHOWN", "MAX_BYTES", "TOOLS", "BadOutput", "detect", "export_reader", "read"]
 
 #: The tools ``--tool`` accepts; ``class`` is the class view's CSV/Parquet export.
 TOOLS = ("perftest", "nccl-tests", "osu", "nvbandwidth", "ucx_perftest", "class")
@@ -39,13 +40,14 @@ def detect(text: str) -> str | None:
         if re.search(r'"nccl_version"\s*:|"out_of_place"\s*:|"alg_bw"\s*:', head):
             return "nccl-tests"
         return None
-    if re.search(r"^#\s*OSU\b", head, re.M):
+    if re.search(r"^#\s*OSU\b", head, re.MULTILINE):
         return "osu"
     if "nvbandwidth Version" in head or re.search(r"(CPU|GPU)\(row\).*\(column\)", head):
         return "nvbandwidth"
     if "bandwidth (MB/s)" in head and "message rate (msg/s)" in head:
         return "ucx_perftest"
-    if re.search(r"^\s*#bytes\s+#iterations", head, re.M):
+    if re.search(r"^\s*#bytes\s+#iterations", head, re.MULTILINE) or re.search(
+            r"^\s*(?:RDMA_\w+|Send|Atomic)\b[\w ]*?\b(?:BW|Latency) Test\s*$", head, re.MULTILINE):
         return "perftest"
     if "algbw" in head and "busbw" in head:
         return "nccl-tests"

@@ -10,6 +10,7 @@ Latency matrices ("(ns)") are converted to microseconds.
 from __future__ import annotations
 
 import re
+
 from ..units import ns_to_us
 from ._common import BadOutput, Result, clean, loads, number, row
 
@@ -84,7 +85,7 @@ def read_json(text: str, file: str) -> Result:
     doc = loads(text, clean(file, 200))
     body = doc.get("nvbandwidth") if isinstance(doc, dict) else None
     cases = body.get("testcases") if isinstance(body, dict) else None
-    if not isinstance(cases, list):
+    if not isinstance(body, dict) or not isinstance(cases, list):
         raise BadOutput(f"{clean(file, 200)}: no nvbandwidth.testcases list (not nvbandwidth -j output?)")
     res = Result(TOOL)
     res.version = clean(body.get("version"), 30) if body.get("version") else None

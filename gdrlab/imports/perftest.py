@@ -127,7 +127,7 @@ def _lat_row(res: Result, name: str, size: int | None, iters: int | None,
                lat_p50_us=t("t_typical"), lat_mean_us=t("t_avg"), lat_p99_us=t("99% percentile"))
 
 
-_BARE_KEY = re.compile(r"^(\s*)([A-Za-z_][\w.%]*)(\s*):", re.M)
+_BARE_KEY = re.compile(r"^(\s*)([A-Za-z_][\w.%]*)(\s*):", re.MULTILINE)
 _BARE_VALUE = re.compile(r":\s*([A-Za-z_][\w.\-]*)\s*,")
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 
@@ -149,7 +149,8 @@ def read_json(text: str, file: str, gbits: bool = False) -> Result:
         doc = loads(_loose(text), clean(file, 200))
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), dict):
         raise BadOutput(f"{clean(file, 200)}: no 'results' object (not perftest --out_json output?)")
-    info = doc.get("test_info") if isinstance(doc.get("test_info"), dict) else {}
+    found = doc.get("test_info")
+    info: dict[str, Any] = found if isinstance(found, dict) else {}
     test = clean(info.get("test", ""), 60)
     kind = "BW" if "_BW_" in f"_{test}_" or "BW_average" in doc["results"] else "Latency"
     name = test_name(test, kind)

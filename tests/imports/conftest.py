@@ -8,7 +8,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "imports"
 
 
 @pytest.fixture
-def sample() -> "callable":
+def sample() -> callable:
     def get(name: str) -> Path:
         path = DATA / name
         assert path.is_file(), f"missing sample {name}"

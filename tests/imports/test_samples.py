@@ -121,7 +121,7 @@ def test_nccl_tests_text_with_two_hosts(sample):
     _approx(oop["lat_mean_us"], 35.15)
     _approx(oop["bw_gbps"], 0.23)
     _approx(oop["busbw_gbps"], 0.23)
-    assert oop["verified"] is True or oop["verified"] == True  # noqa: E712 (numpy bool)
+    assert bool(oop["verified"]) is True
     ip = _one(df, size=65536, in_place=True)
     _approx(ip["lat_mean_us"], 64.71)
     _approx(ip["bw_gbps"], 1.01)
