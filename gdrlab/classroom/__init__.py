@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .button import submit_button
+
 __all__ = ["join", "submit", "submit_button"]
 
 
@@ -27,13 +29,3 @@ def join(url: str, name: str, **kw: Any) -> dict[str, Any]:
     """Join the class at the instructor's join URL; see :func:`gdrlab.classroom.client.join`."""
     from .client import join as _join
     return _join(url, name, **kw)
-
-
-def submit_button(df_or_result: Any = None, **kw: Any) -> Any:
-    """A button a lab shows under a result to send it to the class view; see
-    :func:`gdrlab.classroom.button.submit_button`. Never raises into the notebook."""
-    try:
-        from .button import submit_button as _button
-    except Exception as exc:  # noqa: BLE001 - never into the notebook
-        return f"the class view's button is not available: {type(exc).__name__}: {exc}"
-    return _button(df_or_result, **kw)

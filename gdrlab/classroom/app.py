@@ -63,6 +63,7 @@ from starlette.routing import Route
 
 from . import schema
 from .export import export_parquet_bytes, export_rows_csv
+from .live import LiveHub, event_stream
 from .normal import VERDICTS, Verdicts
 from .pages import dashboard_page, login_page
 from .store import Store
@@ -135,47 +136,6 @@ class ClassConfig:
     heartbeat_s: float = 15.0
     log: Callable[[str], None] | None = None
     limits: schema.Limits = field(default_factory=schema.Limits)
-
-
-class LiveHub:
-    """Who is streaming the dashboard live, and the wake-up when something changes. Thread-safe:
-    :meth:`notify` and :meth:`close` may be called from any thread (a signal handler included)."""
-
-    def __init__(self, max_clients: int) -> None:
-        self.max_clients = max_clients
-        self.closed = False
-        self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
-        self._lock = threading.Lock()
-
-    @property
-    def clients(self) -> int:
-        with self._lock:
-            return len(self._waiters)
-
-    def enter(self, loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> bool:
-        with self._lock:
-            if self.closed or len(self._waiters) >= self.max_clients:
-                return False
-            self._waiters.add((loop, event))
-            return True
-
-    def leave(self, loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
-        with self._lock:
-            self._waiters.discard((loop, event))
-
-    def notify(self) -> None:
-        with self._lock:
-            waiters = list(self._waiters)
-        for loop, event in waiters:
-            try:
-                loop.call_soon_threadsafe(event.set)
-            except RuntimeError:  # that loop has closed
-                pass
-
-    def close(self) -> None:
-        """Ends every stream (each sees ``closed`` on waking) and refuses new ones."""
-        self.closed = True
-        self.notify()
 
 
 class _Refused(Exception):
@@ -387,28 +347,9 @@ class _ClassView:
                 raise _Refused(503, "the class view is shutting down", {"Retry-After": "5"})
             raise _Refused(503, f"too many live dashboards ({self.hub.max_clients}): this page polls instead",
                            {"Retry-After": "30"})
-        heartbeat = self.config.heartbeat_s
-
-        async def stream() -> Any:
-            cursor = since
-            try:
-                yield "retry: 2000\n\n"
-                while not self.hub.closed:
-                    wake.clear()
-                    state = await run_in_threadpool(self._state, cursor)
-                    cursor = state["max_id"]
-                    yield f"id: {cursor}\nevent: state\ndata: {json.dumps(state, separators=(',', ':'))}\n\n"
-                    while not self.hub.closed:
-                        try:
-                            await asyncio.wait_for(wake.wait(), heartbeat)
-                            break
-                        except asyncio.TimeoutError:
-                            yield ": heartbeat\n\n"
-                yield "event: bye\ndata: {}\n\n"
-            finally:
-                self.hub.leave(loop, wake)
-
-        return StreamingResponse(stream(), media_type="text/event-stream",
+        stream = event_stream(self.hub, loop, wake, lambda since: run_in_threadpool(self._state, since), since,
+                              self.config.heartbeat_s)
+        return StreamingResponse(stream, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     async def export_parquet(self, request: Request) -> Response:

@@ -10,6 +10,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from .client import ClassError, load_config, submit
+
 __all__ = ["NOT_JOINED", "submit_button"]
 
 NOT_JOINED = ("Not in a class yet: run <code>gdrlab class join URL --name NAME</code> in a terminal, with the "
@@ -76,9 +78,8 @@ def submit_button(df_or_result: Any = None, *, lab: str | None = None, descripti
 
 def _make(w: Any, df_or_result: Any, lab: str | None, description: str, doctor: bool, where: Path | None,
           timeout: float) -> Any:
-    from .client import ClassError, load_config
 
-    class SubmitButton(w.VBox):  # type: ignore[misc, name-defined]
+    class SubmitButton(w.VBox):
         """The button and its status line; ``send()`` sends now, in this thread."""
 
         def __init__(self) -> None:
@@ -119,7 +120,6 @@ def _make(w: Any, df_or_result: Any, lab: str | None, description: str, doctor: 
                     return None
                 self._say("sending", "Sending...")
                 try:
-                    from .client import submit
                     dfs, files = _frames(df_or_result)
                     reply = submit(dfs or None, files=files, doctor=doctor, lab=lab, where=where, timeout=timeout)
                 except (ClassError, TypeError, ValueError, OSError) as exc:

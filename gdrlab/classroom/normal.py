@@ -19,6 +19,10 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from ..model import explain_rows, predict, profile_from_machine
+from ..model.core import NETWORK_PATHS
+from ..model.machine import facts_from_doctor
+
 __all__ = ["NO_REPORT", "VERDICTS", "Verdicts", "facts_of_report", "model_curve"]
 
 #: The verdicts :func:`gdrlab.model.explain_rows` gives, in the order the dashboard's legend shows them.
@@ -30,10 +34,9 @@ _CACHE_ROWS = 200_000
 def facts_of_report(body: dict[str, Any]) -> dict[str, Any]:
     """The model's facts (:func:`gdrlab.model.machine.facts_from_doctor`) of a stored doctor body
     (``{"doctor": report, "topology": ...}``); the CPU is the one the report's provenance names."""
-    from ..model.machine import facts_from_doctor
-    report = body.get("doctor") if isinstance(body.get("doctor"), dict) else body
-    prov = report.get("provenance") if isinstance(report.get("provenance"), dict) else {}
-    detail = prov.get("hardware_detail") if isinstance(prov.get("hardware_detail"), dict) else {}
+    report: dict[str, Any] = body["doctor"] if isinstance(body.get("doctor"), dict) else body
+    prov: dict[str, Any] = report["provenance"] if isinstance(report.get("provenance"), dict) else {}
+    detail: dict[str, Any] = prov["hardware_detail"] if isinstance(prov.get("hardware_detail"), dict) else {}
     cpu = detail.get("cpu") if isinstance(detail.get("cpu"), str) else None
     return facts_from_doctor(report, cpu)
 
@@ -49,8 +52,6 @@ def _number(v: Any) -> float | None:
 def model_curve(profile: Any, path: str, wire: str | None, sizes: list[int]) -> dict[str, Any] | None:
     """The model's curve (:func:`gdrlab.model.predict`) of ``path`` over ``wire`` at ``sizes`` for
     ``profile``; None when the profile cannot run the path."""
-    from ..model import predict
-    from ..model.core import NETWORK_PATHS
     try:
         df = predict(profile, path, sorted(set(sizes)), wire=wire if path in NETWORK_PATHS else None)
     except Exception:  # noqa: BLE001 - a path this machine's model cannot run draws no curve
@@ -74,7 +75,6 @@ class Verdicts:
             got = self._profiles.get(report_id)
         if got is not None:
             return got
-        from ..model import profile_from_machine
         try:
             facts = facts_of_report(body)
             prof = profile_from_machine(facts)
@@ -94,7 +94,6 @@ class Verdicts:
         ``model_lat_us``, ``bottleneck``, ``cause`` and ``model_key`` (which model curve applies)."""
         import pandas as pd
 
-        from ..model import explain_rows
         out: list[dict[str, Any] | None] = [None] * len(rows)
         todo: dict[tuple[int, int, str], list[int]] = {}
         for i, r in enumerate(rows):

@@ -232,7 +232,7 @@ def _submit(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     _need_server_packages()
-    from ..classroom.export import export_rows_csv
+    from ..classroom.export import export_parquet_bytes, export_rows_csv
     from ..classroom.store import open_store
     fmt = args.format or ("parquet" if (args.output or "").lower().endswith((".parquet", ".pq")) else "csv")
     if fmt == "parquet" and not args.output:
@@ -247,7 +247,6 @@ def _export(args: argparse.Namespace) -> int:
     store = open_store(args.db)
     try:
         if fmt == "parquet":
-            from ..classroom.export import export_parquet_bytes
             data = export_parquet_bytes(store, anonymise=args.anonymise)
             rows = store.counts()["rows"]
         else:
