@@ -25,6 +25,8 @@ from .stats import GBITS_PER_GBPS, Adaptive, auto_counts, median_ci, result_colu
 
 __all__ = ["Parity", "check_parity", "LanesPeer", "measure_size", "lane_sizes"]
 
+#: Adaptive runs: above this size a sample costs enough that fewer make the first batch.
+SMALL_BYTES = 256 << 10
 #: The most lanes one test spreads over (perftest's -q takes more, but a class server has 64 places).
 MAX_LANES = 16
 
@@ -235,7 +237,8 @@ def measure_size(conns: list[Any], opts: Any, size: int) -> tuple[dict[str, Any]
     lat = bw = None
     if wants_latency(opts.mode):
         wu = opts.warmup if opts.warmup is not None else max(2, min(n_lat // 10, 50))
-        ad = None if budget is None else Adaptive(budget / halves, least=min(20, n_lat), most=max(n_lat, 20))
+        least = min(20 if size <= SMALL_BYTES else 5, n_lat)
+        ad = None if budget is None else Adaptive(budget / halves, least=least, most=max(n_lat, least))
         buf = _buffers(conns[:1], [size], par.src_mem, opts.device)[0]
         _collect(lambda n, w: conns[0].measure(opts.path, size, mode="lat", iters=n, warmup=w, window=1,
                                                buffer=buf, **common), n_lat, wu, ad, lat_run)
@@ -251,7 +254,8 @@ def measure_size(conns: list[Any], opts: Any, size: int) -> tuple[dict[str, Any]
 
         def lane(i: int) -> None:
             try:
-                ad = None if budget is None else Adaptive(budget / halves, least=min(5, n_bw), most=max(n_bw, 5))
+                least = min(5 if size <= SMALL_BYTES else 3, n_bw)
+                ad = None if budget is None else Adaptive(budget / halves, least=least, most=max(n_bw, least))
                 if len(parts) > 1:
                     start.wait(opts.timeout_s)
                 _collect(lambda n, w: conns[i].measure(opts.path, parts[i], mode="bw", iters=n, warmup=w,

@@ -115,7 +115,14 @@ class Adaptive:
             return min(self.least, self.most)
         per_sample = elapsed_s / n  # batch overheads included: an estimate on the safe side
         left = int((self.budget_s - elapsed_s) / per_sample) if per_sample > 0 else self.most
-        want = max(self.least - n, n)  # doubling: the interval narrows as 1/sqrt(n)
+        want = max(self.least - n, n)  # at least doubling: the interval narrows as 1/sqrt(n)
+        lo, hi = median_ci(samples)
+        p50 = float(np.median(np.asarray(samples, dtype=float)))
+        if p50 > 0 and np.isfinite(lo) and np.isfinite(hi):
+            # the count the interval's present width says is needed (one batch more, not many:
+            # every batch is a test of its own, buffers allocated again)
+            needed = n * (max(p50 - lo, hi - p50) / (self.rel_tol * p50)) ** 2
+            want = max(want, int(np.ceil(needed)) - n)
         return max(0, min(want, left, self.most - n))
 
 

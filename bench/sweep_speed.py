@@ -1,0 +1,212 @@
+"""How fast a live sweep runs, and whether the fast one measures the same thing.
+
+Measured in one run, median of --reps repetitions, the two methods alternating so drift hits both:
+  1. the sweep over --paths and --sizes with the fixed iteration counts (`gdrlab bench` without
+     --duration; one connection per path) against the adaptive sweep (a time budget per size, the
+     iterations added until the median's confidence interval is tight; one connection for every
+     path): seconds per path and for the GPU paths together, and per size the ratio of the adaptive
+     p50 (latency and bandwidth) to the fixed one;
+  2. the host path at 64 MiB with --streams 1,2,4 (a `gdrlab serve` process as the peer) against a
+     plain socket loop between two processes (bench/socket_loop.c, or socket_loop.py without a C
+     compiler) carrying the same bytes over as many connections at once.
+
+    python bench/sweep_speed.py OUT_DIR [--paths host,staged,shared,pipelined] [--sizes 8:64M]
+                                [--reps 3] [--budget 0.08] [--streams 1,2,4]
+
+Writes OUT_DIR/sweep_speed.json. Paths this machine cannot run are listed with the reason.
+Targets (issue: fast live sweeps): the staged+shared+pipelined adaptive sweep <= 6 s on an H200,
+every size's adaptive p50 within 5 % of the fixed one.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from gdrlab import provenance  # noqa: E402
+from gdrlab.errors import GdrlabError  # noqa: E402
+from gdrlab.transfer.buffers import machine  # noqa: E402
+from gdrlab.transfer.driver import Sweep, bench, options  # noqa: E402
+from gdrlab.transfer.lanes import Parity, lane_sizes  # noqa: E402
+from gdrlab.units import parse_size, parse_sizes  # noqa: E402
+
+GPU_SWEEP = ("staged", "shared", "pipelined")
+TOLERANCE = 0.05
+TARGET_S = 6.0
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _sweep(paths: list[str], sizes: list[int], budget: float | None) -> tuple[dict, dict]:
+    """({path: seconds}, {path: {size: row}}). Fixed (budget None): one Sweep (peer and
+    connection) per path, as `gdrlab bench` runs; adaptive: one Sweep, one connection, for every
+    path. A path's seconds include opening its connection where it opens one."""
+    secs: dict[str, float] = {}
+    rows: dict[str, dict[int, dict]] = {}
+    if budget is None:
+        for p in paths:
+            t0 = time.perf_counter()
+            with Sweep(p, local_peer="thread") as sweep:
+                rows[p] = {s: sweep.row(s)[0] for s in sizes}
+            secs[p] = time.perf_counter() - t0
+        return secs, rows
+    with Sweep(opts=options(paths[0], [1], parity=Parity(duration=budget)), local_peer="thread") as sweep:
+        for p in paths:
+            t0 = time.perf_counter()
+            rows[p] = {s: sweep.row(s, path=p)[0] for s in sizes}
+            secs[p] = time.perf_counter() - t0
+    return secs, rows
+
+
+def _ratios(fixed: list[dict], adaptive: list[dict], paths: list[str], sizes: list[int]) -> dict:
+    out: dict[str, list[dict]] = {}
+    for p in paths:
+        out[p] = []
+        for s in sizes:
+            r: dict = {"size": s}
+            for col in ("lat_p50_us", "bw_gbps"):
+                f = statistics.median(run[p][s][col] for run in fixed)
+                a = statistics.median(run[p][s][col] for run in adaptive)
+                r[f"{col}_fixed"], r[f"{col}_adaptive"] = f, a
+                r[f"{col}_ratio"] = a / f if f else None
+            r["iters_fixed"] = fixed[0][p][s]["iters"]
+            r["iters_adaptive"] = statistics.median(run[p][s]["iters"] for run in adaptive)
+            out[p].append(r)
+    return out
+
+
+def _socket_loop(size: int, streams: int, reps: int) -> float:
+    """Plain socket loops, `streams` of them at once each carrying its share of `size`: every
+    loop's bytes over the slowest loop's time (as gdrlab counts its lanes), GB/s."""
+    parts = lane_sizes(size, streams)
+    exe = _compile_socket_loop()
+
+    def one(part: int) -> tuple[float, float]:
+        if exe:
+            out = subprocess.run([exe, str(part), str(reps)], capture_output=True, text=True, timeout=300, check=True)
+            g = json.loads(out.stdout)["gbps"]
+        else:
+            import socket_loop
+            g = socket_loop.measure(part, 1, reps)
+        return part * len(g), sum(part / (x * 1e9) for x in g)
+
+    with ThreadPoolExecutor(streams) as ex:
+        res = list(ex.map(one, parts))
+    return sum(b for b, _ in res) / max(t for _, t in res) / 1e9
+
+
+_EXE: list[str] = []
+
+
+def _compile_socket_loop() -> str:
+    if _EXE:
+        return _EXE[0]
+    cc = shutil.which("cc") or shutil.which("gcc")
+    exe = ""
+    if cc:
+        exe = os.path.join(tempfile.mkdtemp(prefix="socket_loop"), "socket_loop")
+        if subprocess.run([cc, "-O2", str(HERE / "socket_loop.c"), "-o", exe]).returncode != 0:
+            exe = ""
+    _EXE.append(exe)
+    return exe
+
+
+def _streams(size: int, counts: list[int], reps: int) -> dict:
+    out: dict[str, dict] = {}
+    for n in counts:
+        g, ref = [], []
+        for _ in range(reps):  # alternate, so drift hits both
+            df = bench("host", [size], mode="bw", local_peer="process", parity=Parity(lanes=n))
+            g.append(float(df["bw_gbps"].iloc[0]))
+            ref.append(_socket_loop(size, n, 8))
+        out[str(n)] = {"gdrlab_gbps": statistics.median(g), "socket_loop_gbps": statistics.median(ref),
+                       "ratio": statistics.median(g) / statistics.median(ref), "gdrlab_all": g, "socket_loop_all": ref}
+        log(f"host {size >> 20} MiB, {n} stream(s): gdrlab {out[str(n)]['gdrlab_gbps']:.2f} GB/s, "
+            f"socket loop {out[str(n)]['socket_loop_gbps']:.2f} GB/s")
+    return out
+
+
+def _runnable(paths: list[str]) -> tuple[list[str], dict[str, str]]:
+    ok, skipped = [], {}
+    for p in paths:
+        try:
+            bench(p, [8], iters=2, local_peer="thread")
+            ok.append(p)
+        except GdrlabError as exc:
+            skipped[p] = str(exc)
+            log(f"{p}: not measured here: {exc}")
+    return ok, skipped
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", help="folder for sweep_speed.json")
+    ap.add_argument("--paths", default="host,staged,shared,pipelined")
+    ap.add_argument("--sizes", default="8:64M")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--budget", type=float, default=0.08, help="adaptive: seconds per size at most")
+    ap.add_argument("--streams", default="1,2,4")
+    ap.add_argument("--stream-size", default="64M")
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sizes = parse_sizes(a.sizes)
+    paths, skipped = _runnable([p for p in a.paths.split(",") if p])
+    doc: dict = {"sizes": sizes, "paths": paths, "not_measured": skipped, "reps": a.reps, "budget_s": a.budget,
+                 "tolerance": TOLERANCE}
+    if paths:
+        fixed_s, adaptive_s, fixed_rows, adaptive_rows = [], [], [], []
+        for i in range(a.reps):
+            s, r = _sweep(paths, sizes, None)
+            fixed_s.append(s)
+            fixed_rows.append(r)
+            s, r = _sweep(paths, sizes, a.budget)
+            adaptive_s.append(s)
+            adaptive_rows.append(r)
+            log(f"rep {i + 1}: fixed {sum(fixed_s[-1].values()):.2f} s, adaptive {sum(adaptive_s[-1].values()):.2f} s")
+        gpu = [p for p in GPU_SWEEP if p in paths]
+        per_path = {p: {"fixed_s": statistics.median(x[p] for x in fixed_s),
+                        "adaptive_s": statistics.median(x[p] for x in adaptive_s)} for p in paths}
+        ratios = _ratios(fixed_rows, adaptive_rows, paths, sizes)
+        worst = max((abs(r[f"{c}_ratio"] - 1), p, r["size"], c) for p in paths for r in ratios[p]
+                    for c in ("lat_p50_us", "bw_gbps") if r[f"{c}_ratio"] is not None)
+        doc["sweep"] = {
+            "per_path": per_path,
+            "all_paths_fixed_s": statistics.median(sum(x.values()) for x in fixed_s),
+            "all_paths_adaptive_s": statistics.median(sum(x.values()) for x in adaptive_s),
+            "gpu_paths": gpu,
+            "gpu_paths_fixed_s": statistics.median(sum(x[p] for p in gpu) for x in fixed_s) if gpu else None,
+            "gpu_paths_adaptive_s": statistics.median(sum(x[p] for p in gpu) for x in adaptive_s) if gpu else None,
+            "worst_p50_deviation": {"ratio_minus_1": worst[0], "path": worst[1], "size": worst[2], "column": worst[3]},
+            "all_within_tolerance": worst[0] <= TOLERANCE,
+            "gpu_sweep_within_target": (statistics.median(sum(x[p] for p in gpu) for x in adaptive_s) <= TARGET_S
+                                        if len(gpu) == len(GPU_SWEEP) else None),
+        }
+        doc["per_size"] = ratios
+    doc["host_streams"] = {"size": parse_size(a.stream_size),
+                           "by_streams": _streams(parse_size(a.stream_size),
+                                                  [int(x) for x in a.streams.split(",")], a.reps),
+                           "reference": "bench/socket_loop.c (socket_loop.py without a C compiler), as many "
+                                        "loops at once as streams"}
+    doc["provenance"] = provenance.live({"what": "bench/sweep_speed.py " + " ".join(sys.argv[1:])}, machine())
+    (out / "sweep_speed.json").write_text(json.dumps(doc, indent=1, default=float))
+    log(f"wrote {out / 'sweep_speed.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
