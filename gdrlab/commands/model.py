@@ -7,6 +7,9 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from .. import provenance
+from ..errors import InvalidArgument
+from ..units import format_size, parse_size
 from ..vocab import DEFAULT_CHUNK_BYTES, PLACEMENTS, WIRES
 from ._common import Subparsers, add_command, emit_json, table
 
@@ -72,7 +75,6 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 
 def _overrides(items: list[str]) -> dict[str, float]:
-    from ..errors import InvalidArgument
 
     out = {}
     for item in items:
@@ -88,7 +90,6 @@ def _overrides(items: list[str]) -> dict[str, float]:
 
 def _profile(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> tuple[Profile, dict[str, float]]:
     from .. import model
-    from ..errors import InvalidArgument
 
     overrides = {k: v for k, v in _overrides(args.set).items() if k not in skip}
     prof = model.get_profile(args.profile)
@@ -106,8 +107,6 @@ def _profile(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> tuple[Prof
 
 def run(args: argparse.Namespace) -> int:
     from .. import model
-    from ..errors import InvalidArgument
-    from ..units import parse_size
 
     action = "list" if args.list else args.action
     if action == "list":
@@ -134,7 +133,6 @@ def run(args: argparse.Namespace) -> int:
         kw["depth"] = args.depth
     if args.wire is not None:
         kw["wire"] = args.wire
-    from .. import provenance
     prov = provenance.modelled(prof.name, prof.level, placement=prof.placement, overrides=overrides,
                                follows=prof.follows)
     label = f"[modelled, {prof.level} level]"
@@ -190,7 +188,6 @@ def _band_note(b: dict) -> str:
 
 def _crossover(model: ModuleType, args: argparse.Namespace, prof: Profile, kw: _Options, prov: dict[str, Any],
                label: str) -> int:
-    from ..errors import InvalidArgument
 
     if not args.a or not args.b:
         raise InvalidArgument("crossover needs --a PATH and --b PATH")
@@ -254,10 +251,7 @@ def _policy(model: ModuleType, args: argparse.Namespace, prof: Profile, kw: _Opt
 def _other_route(model: ModuleType, args: argparse.Namespace, action: str) -> int:
     """``storage`` and ``gpu-initiated``: routes whose parameters are not a profile's. ``--set``
     takes both kinds: a storage or GPU-initiated parameter goes to that model, others to the profile."""
-    from .. import provenance
-    from ..errors import InvalidArgument
-    from ..model import initiated, storage
-    from ..units import parse_size
+    initiated, storage = model.initiated, model.storage
 
     own = storage.STORAGE_PARAMS if action == "storage" else initiated.INITIATED_PARAMS
     mine = {k: v for k, v in _overrides(args.set).items() if k in own}
@@ -335,7 +329,6 @@ def _predict(model: ModuleType, args: argparse.Namespace, prof: Profile, kw: _Op
 
 
 def _size_text(size: int) -> str:
-    from ..units import format_size
 
     text = format_size(size)
     return f"{size} bytes" if text.rstrip("B").strip() == str(size) else f"{size} bytes ({text})"

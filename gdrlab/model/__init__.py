@@ -19,11 +19,12 @@ from .machine import explain_rows, machine_facts, profile_from_machine
 from .params import LEVELS, PARAMS, PLACEMENTS, param_names, param_range
 from .policy import CHUNK_NOTE, band_margin_us, crossings, crossover, hybrid_policy, ranges_of, settled_policy, step_bands
 from .profile import Profile, borrow_nic, get_profile, profiles
+from . import initiated, storage  # the storage route and GPU-initiated networking (own parameter tables)
 
 __all__ = [
     "PATHS", "NETWORK_PATHS", "PLACEMENTS", "LEVELS", "STAGES", "WIRES", "PARAMS", "Profile", "profiles", "get_profile",
     "borrow_nic", "param_names", "param_range", "predict", "predict_all", "latency_us", "bandwidth_gbps", "stage_us",
     "available_paths", "default_paths", "explain", "crossover", "crossings", "CHUNK_NOTE", "hybrid_policy", "step_bands", "settled_policy", "ranges_of",
-    "band_margin_us", "register_mr", "profile_from_machine", "machine_facts", "explain_rows", "bar1_available_bytes", "calibrate",
+    "band_margin_us", "storage", "initiated", "register_mr", "profile_from_machine", "machine_facts", "explain_rows", "bar1_available_bytes", "calibrate",
 ]
 
