@@ -1,6 +1,6 @@
 """Widgets and figures for the labs.
 
-- :func:`plot_sweep` : a plain plotly figure of sweeps (live, recorded, modelled), no widgets needed.
+- :func:`plot_sweep` : a plain plotly figure of sweeps (live, recorded, modelled, imported), no widgets needed.
 - :class:`SweepWidget` : a FigureWidget that fills in while a background thread measures.
 - :func:`model_explorer` : sliders over a profile's parameters that redraw model curves.
 - controls: :func:`size_range`, :func:`path_dropdown`, :func:`chunk_slider`, :func:`profile_dropdown`,
