@@ -273,3 +273,52 @@ def test_every_sample_is_read_and_cited(sample):
         assert "github.com" in source or "commit" in source, p.name
         df = imports.read(p, gbits="gbits" in p.name and p.suffix == ".json")
         assert len(df) >= 1 and df.attrs["provenance"]["kind"] == "imported"
+
+
+# The header box ucx_perftest prints before its table (lines as in openucx/ucx PR #7183's review
+# thread); the results line after it is written here to the table's layout, not taken from a run.
+UCX_BOX = """+------------------------------------------------------------------------------------------+
+| API:          protocol layer                                                             |
+| Test:         tag match latency                                                          |
+| Data layout:  (automatic)                                                                |
+| Send memory:  host                                                                       |
+| Recv memory:  host                                                                       |
+| Message size: 8                                                                          |
++--------------+--------------+------------------------------+---------------------+-----------------------+
+|              |              |        latency (usec)        |   bandwidth (MB/s)  |  message rate (msg/s) |
++--------------+--------------+----------+---------+---------+----------+----------+-----------+-----------+
+|    Stage     | # iterations | 50.0%ile | average | overall |  average |  overall |  average  |  overall  |
++--------------+--------------+----------+---------+---------+----------+----------+-----------+-----------+
+Final:                100000      1.000     1.100     1.050       6.94       7.27     909091    952381
+"""
+
+
+def test_ucx_header_box_gives_test_and_size():
+    from gdrlab.imports import ucx_perftest
+
+    res = ucx_perftest.read_text(UCX_BOX, "inline")
+    (r,) = res.rows
+    assert (r["path"], r["size"], r["iters"]) == ("tag match latency", 8, 100000)
+    assert (r["lat_p50_us"], r["lat_mean_us"]) == (1.0, 1.05)
+    assert r["bw_gbps"] == pytest.approx(7.27 * MIB / 1e9)
+
+
+# OMB 7.x latency with -f and tail percentiles: the column names as OMB 7.x prints them (see e.g.
+# the parsers that read them in public repositories); the two lines of numbers are written here.
+OSU7 = """# OSU MPI Latency Test v7.3
+# Datatype: MPI_CHAR.
+# Size       Avg Latency(us)     Min Latency(us)     Max Latency(us)  Iterations   P50 Tail Lat(us)   P90 Tail Lat(us)   P99 Tail Lat(us)
+1                       1.60                1.50                9.00       10000               1.58               1.70               2.10
+8                       1.62                1.52                8.00       10000               1.60               1.72               2.20
+"""
+
+
+def test_osu7_full_latency_columns():
+    from gdrlab.imports import osu
+
+    res = osu.read_text(OSU7, "inline")
+    assert [r["size"] for r in res.rows] == [1, 8]
+    r = res.rows[1]
+    assert (r["lat_mean_us"], r["lat_min_us"], r["lat_max_us"], r["iters"]) == (1.62, 1.52, 8.0, 10000)
+    assert (r["lat_p50_us"], r["lat_p99_us"]) == (1.60, 2.20)
+    assert res.version == "v7.3"
