@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import nccl, provenance
 from ..errors import InvalidArgument
-from ..nccl import explain, parse_log, published_logs, recorded_logs, recorded_summary
+from ..nccl import explain, parse_log, plugin_logs, published_logs, recorded_logs, recorded_summary
 from ._common import Subparsers, add_command, emit_json, table
 
 HELP = "NCCL all-reduce across the GPUs here, and which transport NCCL chose"
@@ -82,6 +82,8 @@ def log_names() -> dict[str, tuple[Path, str]]:
     for stem, path in published_logs().items():
         short = _short_published(stem)
         out[short] = out[stem] = (path, f"published:{short}")
+    for stem, path in plugin_logs().items():  # GIN and AWS OFI excerpts: by file name only
+        out.setdefault(stem, (path, f"plugin:{stem}"))
     return out
 
 
@@ -89,10 +91,17 @@ def short_names() -> list[str]:
     """The short names, recorded runs first: what messages and listings show."""
     seen: list[str] = []
     for _, source in log_names().values():
+        if source.startswith("plugin:"):
+            continue  # listed apart: see plugin_names()
         short = source.split(":", 1)[1]
         if short not in seen:
             seen.append(short)
     return seen
+
+
+def plugin_names() -> list[str]:
+    """The shipped excerpts with GIN and AWS OFI plugin lines, by file name without ``.log``."""
+    return list(plugin_logs())
 
 
 def _read_log(name: str) -> tuple[str, str]:
@@ -104,7 +113,23 @@ def _read_log(name: str) -> tuple[str, str]:
     if name in shipped:
         found, source = shipped[name]
         return found.read_text(), source
-    raise InvalidArgument(f"no such log file: {name} (shipped logs: {', '.join(short_names())})")
+    raise InvalidArgument(f"no such log file: {name} (shipped logs: {', '.join(short_names())}; "
+                          f"GIN and AWS OFI excerpts: {', '.join(plugin_names())})")
+
+
+_PLUGIN_ISSUES = {"nccl-issue-": "NVIDIA/nccl", "ofi-issue-": "aws/aws-ofi-nccl"}
+
+
+def _plugin_provenance(source: str) -> dict[str, Any]:
+    """An excerpt of ``plugins/``: the repository and issue its file name gives."""
+    stem = source.split(":", 1)[1]
+    for prefix, repo in _PLUGIN_ISSUES.items():
+        issue = stem.removeprefix(prefix).split("-", 1)[0]
+        if stem.startswith(prefix) and issue.isdecimal():
+            return provenance.recorded(f"a user's machine, as posted in {repo} issue #{issue} "
+                                       f"(https://github.com/{repo}/issues/{issue}); an excerpt, not measured by "
+                                       "gdrlab", file=source)
+    return provenance.recorded(f"a published log excerpt ({stem}); not measured by gdrlab", file=source)
 
 
 def _published_provenance(source: str) -> dict[str, Any]:
@@ -136,6 +161,8 @@ def _run_parse(args: argparse.Namespace) -> int:
             prov = provenance.derived(recorded_summary()["provenance"], file=source)
         elif source.startswith("published:"):
             prov = _published_provenance(source)
+        elif source.startswith("plugin:"):
+            prov = _plugin_provenance(source)
         emit_json(dict(parsed, explain=explain(parsed), provenance=prov))
     else:
         print(f"{source}:")
@@ -149,8 +176,9 @@ def _run_recorded(args: argparse.Namespace) -> int:
     published = [{"name": source.split(":", 1)[1], "log": path.stem, "source": source}
                  for name, (path, source) in log_names().items()
                  if source.startswith("published:") and name == path.stem]
+    plugins = [{"name": stem, "log": stem, "source": f"plugin:{stem}"} for stem in plugin_names()]
     if args.json:
-        emit_json(dict(summary, published=published))
+        emit_json(dict(summary, published=published, plugin_excerpts=plugins))
         return 0
     print(_fmt(summary["runs"], RUN_COLUMNS))
     prov = summary["provenance"]
@@ -158,6 +186,9 @@ def _run_recorded(args: argparse.Namespace) -> int:
     if published:
         print("\nPublished excerpts with NCCL's GPUDirect RDMA decisions over InfiniBand (users' logs "
               "from NVIDIA/nccl issues, not measured here): " + ", ".join(p["name"] for p in published))
+    if plugins:
+        print("\nPublished excerpts with GIN (GPU-initiated networking) and AWS OFI (EFA) lines: "
+              + ", ".join(p["name"] for p in plugins))
     print("\nRead any of them: gdrlab nccl parse NAME (e.g. gdrlab nccl parse "
           + (published[0]["name"] if published else "default") + ")")
     return 0

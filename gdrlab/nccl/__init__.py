@@ -22,6 +22,7 @@ from .log import (
                   format_result_line,
                   parse_log,
                   path_type_name,
+                  plugin_logs,
                   published_logs,
                   recorded_logs,
                   recorded_summary,
@@ -39,5 +40,5 @@ from .run import (
 __all__ = [
     "DISABLE_ENV", "COMPARE_CONFIGS", "DEFAULT_SIZES", "bus_bandwidth", "classify_via", "parse_log",
     "explain", "recorded_logs", "recorded_summary", "backend", "nccl_env", "run_allreduce", "compare",
-    "format_result_line", "published_logs", "path_type_name",
+    "format_result_line", "published_logs", "path_type_name", "plugin_logs",
 ]

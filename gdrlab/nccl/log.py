@@ -9,10 +9,10 @@ from pathlib import Path
 
 from .. import provenance
 from ..errors import InvalidArgument
-from . import versions
+from . import plugins, versions
 
 __all__ = ["classify_via", "parse_log", "explain", "recorded_logs", "recorded_summary", "published_logs",
-           "path_type_name", "bus_bandwidth", "format_result_line", "PATH_TYPES_2_12", "PATH_TYPES_2_26"]
+           "path_type_name", "plugin_logs", "bus_bandwidth", "format_result_line", "PATH_TYPES_2_12", "PATH_TYPES_2_26"]
 
 _DATA = Path(__file__).resolve().parent.parent / "data" / "nccl"
 _PUBLISHED = _DATA / "published"
@@ -146,7 +146,7 @@ def _env_value(rest: str) -> str | None:
     return rest[:-1] if rest.endswith(".") and len(rest) > 1 else rest
 
 
-_SOURCES = ("env", "topology", "net", "warning")
+_SOURCES = ("env", "topology", "net", "plugin", "warning")
 _PATH_TYPES = {"NVL": "by NVLink", "NVB": "by NVLink through another GPU", "PIX": "through one PCIe switch",
                "PXB": "through several PCIe switches", "PXN": "through another GPU's PCIe switch",
                "PHB": "through the CPU's PCIe host bridge", "SYS": "across CPU sockets"}
@@ -335,7 +335,10 @@ def parse_log(text: str) -> dict:
     ``connections`` has one entry per ``via`` line (rank that logged it, channel, src, dst,
     direction, via, kind, transport, gdr); ``summary`` gives ``pairs`` (``"0->1"``: transports
     with their channel counts), the most used ``transport`` and the ``reasons`` found, each with
-    its log ``message``, its ``meaning`` and the ``ranks`` that logged it.
+    its log ``message``, its ``meaning`` and the ``ranks`` that logged it. ``gin`` (NCCL 2.28+'s
+    GPU-Initiated Networking: plugin, mode GDAKI or proxy, RMA plugin, errors) and ``ofi`` (the AWS
+    OFI plugin: libfabric provider, NICs, protocol, dma-buf, ``gdr`` True/False/None with its
+    ``gdr_evidence``, variables the plugin set) are None when the log has none of their lines.
     """
     if not isinstance(text, str):
         raise InvalidArgument("parse_log needs the log's text (str); read the file first")
@@ -348,14 +351,15 @@ def parse_log(text: str) -> dict:
 def _parse(text: str) -> dict:
     out: dict = {"version": None, "cuda_driver_version": None, "nranks": None, "nnodes": None, "ranks": [],
                  "connections": [], "env": {}, "network": None, "ring_flags": None, "topology": {},
-                 "graphs": [], "gdr": [], "gdr_hca": [], "warnings": [], "results": []}
+                 "graphs": [], "gdr": [], "gdr_hca": [], "warnings": [], "results": [],
+                 "gin": plugins.new_gin(), "ofi": plugins.new_ofi()}
+    seen_plugin = {"gin": False, "ofi": False}
     ranks: dict[int, dict] = {}
     reasons = _Reasons()
     graphs_seen: set[tuple] = set()
     for who, level, msg, host in _messages(text):
         if level == "WARN":
             out["warnings"].append(msg)
-            _add_reason(reasons, msg, "NCCL warning", who, "warning")
         body = msg.lstrip()
         if (m := _VIA.match(body)):
             via = body[m.end():].strip()
@@ -367,7 +371,19 @@ def _parse(text: str) -> dict:
                 continue
         _read_fact(out, ranks, reasons, body, who, host, graphs_seen)
         if _read_gdr(out, body, who):
+            if level == "WARN":
+                _add_reason(reasons, msg, "NCCL warning", who, "warning")
             continue
+        if (hit := plugins.read_gin(out["gin"], body)):
+            seen_plugin["gin"] = True
+            _add_reason(reasons, hit[0], hit[1], who, "plugin")
+        elif (hit := plugins.read_ofi(out["ofi"], body)):
+            seen_plugin["ofi"] = True
+            _add_reason(reasons, hit[0], hit[1], who, "plugin")
+        elif body.startswith("NET/OFI NIC group "):
+            seen_plugin["ofi"] = True
+        if level == "WARN" and not hit:
+            _add_reason(reasons, msg, "NCCL warning", who, "warning")
         for pattern, meaning in _REASONS:
             if (m := pattern.search(msg)):
                 _add_reason(reasons, m[0].strip(), meaning.format(*m.groups()), who)
@@ -375,12 +391,26 @@ def _parse(text: str) -> dict:
             out["network"] = net
             _add_reason(reasons, f"{_NETWORK}{net}", _NETWORK_MEANING.format(net), who)
     for line in text.splitlines():
+        if line.startswith("libfabric:"):
+            if (hit := plugins.read_libfabric(out["ofi"], line)):
+                seen_plugin["ofi"] = True
+                _add_reason(reasons, hit[0], hit[1], None, "plugin")
+            continue
+        if out["version"] is None and line.startswith("NCCL version ") and (m := _VERSION.match(line)):
+            out["version"] = m[1]  # rank 0 of older NCCLs prints it without the prefix
         if "NCCL" not in line and (m := _RESULT.match(line)):
             size, nums = _int(m["size"]), [_float(m[k]) for k in ("time", "alg", "bus")]
             if size is not None and None not in nums:
                 out["results"].append({"op": m["op"], "size": size, "time_us": nums[0],
                                        "algbw_gbps": nums[1], "busbw_gbps": nums[2]})
     _gdr_reasons(out, reasons)
+    for name, seen in seen_plugin.items():
+        if not seen:
+            out[name] = None
+    if out["ofi"] is not None and out["ofi"]["gdr"] is None and any(
+            c["gdr"] for c in out["connections"] if c["kind"] == "NET"):
+        out["ofi"]["gdr"] = True
+        out["ofi"]["gdr_evidence"].append("channel lines via NET/.../GDRDMA")
     out["ranks"] = [ranks[r] for r in sorted(ranks)]
     if out["nranks"] is None and ranks:
         out["nranks"] = len(ranks)
@@ -421,6 +451,14 @@ def explain(parsed: dict) -> list[str]:
         lines.append(f"rank {pair.replace('->', ' -> rank ')}: {used}")
     if not parsed["summary"]["pairs"]:
         lines.append("no connection lines (`Channel ... via ...`): a single rank, or NCCL_DEBUG was not INFO")
+    if (gin := parsed.get("gin")) and gin["plugin"]:
+        lines.append(f"GPU-Initiated Networking (GIN): {gin['plugin']}, {gin['mode'] or 'unknown'} mode"
+                     + (f"; one-sided operations through {gin['rma_plugin']}" if gin["rma_plugin"] else ""))
+    if (ofi := parsed.get("ofi")):
+        said = {True: "used", False: "not used (staged through host memory)",
+                None: "not settled by these lines (a channel line via NET/.../GDRDMA would say it is used)"}
+        lines.append(f"AWS OFI plugin (libfabric): provider {ofi['provider'] or 'not logged'}; GPUDirect RDMA "
+                     f"{said[ofi['gdr']]}")
     lines += [f"{r['message']}: {r['meaning']}" for r in parsed["summary"]["reasons"]]
     return lines
 
@@ -429,6 +467,12 @@ def explain(parsed: dict) -> list[str]:
 def recorded_logs() -> dict[str, Path]:
     """The shipped NCCL logs: ``{name: path}``, e.g. ``"h200x2-nvlink-default"``."""
     return {p.stem: p for p in sorted(_DATA.glob("*.log"))}
+
+
+def plugin_logs() -> dict[str, Path]:
+    """Verbatim excerpts of public logs with GIN (NCCL 2.28+) and AWS OFI plugin lines:
+    ``{name: path}`` (each cited in ``gdrlab/data/nccl/plugins/README.md``)."""
+    return {p.stem: p for p in sorted((_DATA / "plugins").glob("*.log"))}
 
 
 def published_logs() -> dict[str, Path]:

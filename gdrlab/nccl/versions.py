@@ -12,6 +12,7 @@ Use :func:`facts` for one version (``facts("2.28.9")``), :func:`path_types` for 
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from ..errors import InvalidArgument
@@ -113,6 +114,7 @@ _TAGS = ("2.12.7 2.12.10 2.12.12 2.13.4 2.14.3 2.15.1 2.15.5 2.16.2 2.16.5 2.17.
          "2.30.4 2.30.7")
 
 
+@lru_cache(maxsize=256)
 def known_versions() -> list[Version]:
     """Every NCCL release from 2.12 to 2.30 the table was checked against."""
     return [tuple(int(p) for p in t.split(".")) for t in _TAGS.split()]  # type: ignore[misc]
@@ -122,6 +124,7 @@ def format_version(v: Version) -> str:
     return ".".join(str(p) for p in v)
 
 
+@lru_cache(maxsize=256)
 def parse_version(text: Any) -> Version:
     """``"2.28.9+cuda13.0"``, ``"2.28.9"``, ``"v2.28.9-1"`` or ``"2.28"`` as (2, 28, 9); a minor
     version alone means its last release the table knows (2.27 is 2.27.7). Outside 2.12-2.30, or
@@ -172,6 +175,7 @@ def facts(version: Any = None) -> dict:
     return out
 
 
+@lru_cache(maxsize=256)
 def path_types(version: Any = None) -> tuple[str, ...]:
     """NCCL's path types in the order of their numbers in ``version`` (default :data:`NEWEST`)."""
     return _at("path_types", NEWEST if version is None else parse_version(version))[0]
@@ -186,6 +190,7 @@ def path_rank(name: str, version: Any = None) -> int:
     return names.index(name)
 
 
+@lru_cache(maxsize=256)
 def default_gdr_level(version: Any = None, gdr_c2c: bool | None = None) -> tuple[str, str]:
     """(level, why) of NCCL_NET_GDR_LEVEL when unset, given NCCL_NET_GDR_C2C (None: its default)."""
     v = NEWEST if version is None else parse_version(version)
@@ -199,6 +204,7 @@ def default_gdr_level(version: Any = None, gdr_c2c: bool | None = None) -> tuple
     return level, f"NCCL {format_version(v)}'s default level {level} ({state})"
 
 
+@lru_cache(maxsize=256)
 def send_side_gdr(version: Any = None, compute_capability: int | None = None,
                   nvlink: bool | None = None, gdr_read: int | None = None) -> tuple[bool | None, str]:
     """Whether the sending side may read GPU memory through GDR (NCCL_NET_GDR_READ's rule), before
