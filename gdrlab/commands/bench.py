@@ -47,7 +47,8 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
                    help=f"{', '.join(p for p in paths_over('tcp') if p in paths_over('verbs'))} (tcp and verbs), "
                         f"{', '.join(p for p in paths_over('verbs') if p not in paths_over('tcp'))} (verbs) or "
                         f"{', '.join(paths_over('none'))} (GPU to GPU, no wire); default host")
-    p.add_argument("--wire", default=None, choices=list(WIRES), help="default tcp (GPU-to-GPU paths: none)")
+    p.add_argument("--wire", default=None, choices=[*WIRES, "ucx"],
+                   help="default tcp (GPU-to-GPU paths: none); ucx: through UCX (gdrlab[ucx])")
     p.add_argument("--sizes", default="8:1M", help="e.g. 8,4K,1M or a range 8:64M (powers of two); default 8:1M")
     p.add_argument("--iters", default=None, help="timed iterations per size (default: by size)")
     p.add_argument("--warmup", default=None, help="untimed iterations before each test (default: by size)")

@@ -31,6 +31,7 @@ from .lanes import LanesPeer, Parity, check_parity, measure_size
 from .p2p import bench_path
 from .peers import LOCAL_PEERS, check_timeout, parse_peer, start_local_peer
 from .stats import ProgressFn
+from . import ucx_wire
 from .tcp_wire import Connection
 from .verbs_wire import VerbsConnection, provenance_of_info, require_verbs
 
@@ -95,6 +96,8 @@ def _check_path_and_wire(path: str, wire: str | None) -> str:
                                   f"leave the wire unset (got {wire!r})")
         return "none"
     wire = wire or "tcp"
+    if wire in _WIRES and wire not in WIRES:  # a library wire (ucx): its entry's require() checks the path
+        return wire
     if wire not in WIRES:
         raise InvalidArgument(f"unknown wire {wire!r}; valid: {', '.join(WIRES)}")
     if path not in paths_over(wire):
@@ -279,6 +282,7 @@ def _open_lanes(stack: contextlib.ExitStack, cls: type[Connection], opts: BenchO
 _WIRES: dict[str, Wire] = {
     "tcp": _engine_wire(Connection, _require_gpu_for, lambda info: {}),
     "verbs": _engine_wire(VerbsConnection, require_verbs, provenance_of_info),
+    ucx_wire.WIRE: ucx_wire.entry(Wire, _connect, lambda conn, opts, size: measure_size([conn], opts, size)),
 }
 
 

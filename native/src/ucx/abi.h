@@ -25,6 +25,7 @@ using ucp_datatype_t = uint64_t;
 using status_int = int;
 constexpr status_int UCS_OK = 0;
 constexpr status_int UCS_INPROGRESS = 1;
+constexpr status_int UCS_ERR_BUSY = -15;
 constexpr status_int UCS_ERR_CANCELED = -16;
 constexpr intptr_t UCS_ERR_LAST = -100;
 
@@ -43,6 +44,7 @@ constexpr uint64_t UCP_PARAM_FIELD_FEATURES = 1ull << 0;
 constexpr uint64_t UCP_PARAM_FIELD_MT_WORKERS_SHARED = 1ull << 5;
 constexpr uint64_t UCP_PARAM_FIELD_NAME = 1ull << 8;
 constexpr uint64_t UCP_FEATURE_TAG = 1ull << 0;
+constexpr uint64_t UCP_FEATURE_WAKEUP = 1ull << 4;
 
 struct ucp_params_t {
   uint64_t field_mask;
@@ -128,6 +130,8 @@ using fn_worker_destroy = void (*)(ucp_worker_h);
 using fn_worker_get_address = status_int (*)(ucp_worker_h, ucp_address_t**, size_t*);
 using fn_worker_release_address = void (*)(ucp_worker_h, ucp_address_t*);
 using fn_worker_progress = unsigned (*)(ucp_worker_h);
+using fn_worker_get_efd = status_int (*)(ucp_worker_h, int*);
+using fn_worker_arm = status_int (*)(ucp_worker_h);
 using fn_ep_create = status_int (*)(ucp_worker_h, const ucp_ep_params_t*, ucp_ep_h*);
 using fn_ep_close_nbx = ucs_status_ptr_t (*)(ucp_ep_h, const ucp_request_param_t*);
 using fn_ep_flush_nbx = ucs_status_ptr_t (*)(ucp_ep_h, const ucp_request_param_t*);

@@ -79,6 +79,8 @@ LoadedLibrary<UcpApi> open_ucp(const std::string& explicit_path, std::string* op
   sym(h, "ucp_worker_get_address", &a.worker_get_address, &missing);
   sym(h, "ucp_worker_release_address", &a.worker_release_address, &missing);
   sym(h, "ucp_worker_progress", &a.worker_progress, &missing);
+  sym(h, "ucp_worker_get_efd", &a.worker_get_efd, &missing);
+  sym(h, "ucp_worker_arm", &a.worker_arm, &missing);
   sym(h, "ucp_ep_create", &a.ep_create, &missing);
   sym(h, "ucp_ep_close_nbx", &a.ep_close_nbx, &missing);
   sym(h, "ucp_ep_flush_nbx", &a.ep_flush_nbx, &missing);

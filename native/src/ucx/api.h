@@ -25,6 +25,8 @@ struct UcpApi {
   ucp::fn_worker_get_address worker_get_address = nullptr;
   ucp::fn_worker_release_address worker_release_address = nullptr;
   ucp::fn_worker_progress worker_progress = nullptr;
+  ucp::fn_worker_get_efd worker_get_efd = nullptr;
+  ucp::fn_worker_arm worker_arm = nullptr;
   ucp::fn_ep_create ep_create = nullptr;
   ucp::fn_ep_close_nbx ep_close_nbx = nullptr;
   ucp::fn_ep_flush_nbx ep_flush_nbx = nullptr;

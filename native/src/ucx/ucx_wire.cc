@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -32,11 +33,12 @@ constexpr size_t kMaxInfoChars = 512;
 
 // UCX's context, one per transport list and process (ucp_init reads the transports and devices
 // once; the workers of every test share it).
-ucp::ucp_context_h context_for(const std::string& tls) {
+ucp::ucp_context_h context_for(const std::string& tls, bool wakeup) {
   static std::mutex mu;
   static std::map<std::string, ucp::ucp_context_h> contexts;
   std::lock_guard<std::mutex> lock(mu);
-  auto it = contexts.find(tls);
+  const std::string key = tls + (wakeup ? "|wakeup" : "");
+  auto it = contexts.find(key);
   if (it != contexts.end()) return it->second;
   const UcpApi& api = ucp_api();
   require_ucx_transports(tls);
@@ -52,7 +54,7 @@ ucp::ucp_context_h context_for(const std::string& tls) {
   }
   ucp::ucp_params_t params{};
   params.field_mask = ucp::UCP_PARAM_FIELD_FEATURES | ucp::UCP_PARAM_FIELD_MT_WORKERS_SHARED | ucp::UCP_PARAM_FIELD_NAME;
-  params.features = ucp::UCP_FEATURE_TAG;
+  params.features = ucp::UCP_FEATURE_TAG | (wakeup ? ucp::UCP_FEATURE_WAKEUP : 0);
   params.mt_workers_shared = 1;  // a server's sessions (and a thread peer) create workers from several threads
   params.name = "gdrlab";
   ucp::ucp_context_h ctx = nullptr;
@@ -64,7 +66,7 @@ ucp::ucp_context_h context_for(const std::string& tls) {
                         " (`ucx_info -d` lists the transports this UCX has)");
     throw_ucx(api, "ucp_init", st);
   }
-  contexts[tls] = ctx;
+  contexts[key] = ctx;
   return ctx;
 }
 
@@ -86,7 +88,11 @@ class UcxEndpoint : public TestEndpoint {
         want_protocol_(want_protocol) {
     // The buffer first: a missing GPU fails before UCX starts.
     buf_ = std::make_unique<Buffer>(kind, spec.size, static_cast<int>(spec.device));
-    ucp::ucp_context_h ctx = context_for(tls);
+    // Host memory: a side waits on UCX's event descriptor after a short spin, so two sides on one
+    // busy machine do not starve each other; device memory spins, as ucx_perftest does (the
+    // wake-up feature can narrow UCX's choice of GPU transports).
+    const bool wakeup = kind != MemKind::Device;
+    ucp::ucp_context_h ctx = context_for(tls, wakeup);
     ucp::ucp_worker_params_t wp{};
     wp.field_mask = ucp::UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = ucp::UCS_THREAD_MODE_SINGLE;
@@ -101,6 +107,7 @@ class UcxEndpoint : public TestEndpoint {
     }
     address_.assign(reinterpret_cast<const char*>(addr), len);
     api_.worker_release_address(worker_, addr);
+    if (wakeup && api_.worker_get_efd(worker_, &efd_) != ucp::UCS_OK) efd_ = -1;
   }
 
   ~UcxEndpoint() override {
@@ -224,20 +231,49 @@ class UcxEndpoint : public TestEndpoint {
     if (api_.request_query(r, &a) == ucp::UCS_OK) protocol_.assign(text, strnlen(text, sizeof text));
   }
 
+  // Progresses the worker until done() or `end`; false at `end`. Spins for kSpin after the last
+  // event, then sleeps on UCX's event descriptor (and on `also_fd`, when given, returning as soon
+  // as it is readable).
+  template <class Done>
+  bool progress_until(Done done, Clock::time_point end, int also_fd = -1) {
+    constexpr auto kSpin = std::chrono::microseconds(50);
+    Clock::time_point spin_end = Clock::now() + kSpin;
+    unsigned spins = 0;
+    for (;;) {
+      if (done()) return true;
+      if (api_.worker_progress(worker_)) {
+        spin_end = Clock::now() + kSpin;
+        continue;
+      }
+      if ((++spins & 63) != 0) continue;
+      const Clock::time_point now = Clock::now();
+      if (now > end) return false;
+      if (also_fd >= 0) {
+        pollfd pfd{also_fd, POLLIN, 0};
+        if (::poll(&pfd, 1, 0) != 0) return true;
+      }
+      if (efd_ < 0 || now < spin_end) continue;
+      const int st = api_.worker_arm(worker_);
+      if (st == ucp::UCS_ERR_BUSY) continue;  // events came meanwhile: progress them first
+      if (st != ucp::UCS_OK) throw_ucx(api_, "ucp_worker_arm", st);
+      pollfd fds[2] = {{efd_, POLLIN, 0}, {also_fd, POLLIN, 0}};
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - now).count() + 1;
+      ::poll(fds, also_fd >= 0 ? 2 : 1, static_cast<int>(std::min<long long>(left, 100)));
+      spin_end = Clock::now() + kSpin;
+    }
+  }
+
   // Progresses the worker until request r completes (then frees it); PeerTimeout past the timeout.
   void wait(void* r, const char* call) {
     const Clock::time_point end = Clock::now() + std::chrono::milliseconds(timeout_ms_);
-    unsigned spins = 0;
-    int st;
-    while ((st = api_.request_check_status(r)) == ucp::UCS_INPROGRESS) {
-      api_.worker_progress(worker_);
-      if ((++spins & 1023) == 0 && Clock::now() > end) {
-        api_.request_cancel(worker_, r);
-        while (api_.request_check_status(r) == ucp::UCS_INPROGRESS) api_.worker_progress(worker_);
-        api_.request_free(r);
-        throw Error(ErrorKind::PeerTimeout, "ucx", call, 0,
-                    "no completion within " + std::to_string(timeout_ms_ / 1000.0) + " s over the ucx wire");
-      }
+    int st = ucp::UCS_INPROGRESS;
+    const bool done = progress_until([&] { return (st = api_.request_check_status(r)) != ucp::UCS_INPROGRESS; }, end);
+    if (!done) {
+      api_.request_cancel(worker_, r);
+      while (api_.request_check_status(r) == ucp::UCS_INPROGRESS) api_.worker_progress(worker_);
+      api_.request_free(r);
+      throw Error(ErrorKind::PeerTimeout, "ucx", call, 0,
+                  "no completion within " + std::to_string(timeout_ms_ / 1000.0) + " s over the ucx wire");
     }
     api_.request_free(r);
     if (st != ucp::UCS_OK) {
@@ -264,14 +300,8 @@ class UcxEndpoint : public TestEndpoint {
   // Progresses UCX while waiting for the next control frame: the peer may need this side's
   // UCX to answer (a rendezvous' acknowledgement) before it can send it.
   void wait_readable() {
-    const int fd = control_.socket().fd();
     const Clock::time_point end = Clock::now() + std::chrono::milliseconds(timeout_ms_);
-    for (;;) {
-      api_.worker_progress(worker_);
-      pollfd pfd{fd, POLLIN, 0};
-      if (::poll(&pfd, 1, 0) != 0) return;  // readable, or an error the read will report
-      if (Clock::now() > end) return;        // the read's own timeout says so
-    }
+    progress_until([] { return false; }, end, control_.socket().fd());  // at `end`, the read's own timeout says so
   }
 
   const UcpApi& api_;
@@ -287,6 +317,7 @@ class UcxEndpoint : public TestEndpoint {
   std::string protocol_;
   std::deque<void*> pending_;
   std::atomic<int> ep_error_{0};
+  int efd_ = -1;  // UCX's event descriptor (host memory), -1: spin only
 };
 
 MemKind kind_from_code(uint8_t code) {

@@ -1,0 +1,255 @@
+"""The ucx wire: the same bench rows through UCX (its UCP API), the library production codes use.
+
+The engine opens ``libucp.so.0`` with dlopen (no UCX headers at build time): the libucx wheel's
+(``pip install 'gdrlab[ucx]'`` installs libucx-cu12), else the system's. A session is the engine's
+own: the tcp handshake with the token gates everything, and the two UCX worker addresses travel
+over that authenticated control connection, so no UCX listener is opened. Each test then moves its
+messages with UCX tagged sends between one worker per side; UCX chooses transports and protocol.
+
+Rows carry ``path`` = ``"ucx"`` (DESIGN.md: a library wire's rows are named after the wire) and
+UCX's own protocol choice in the ``protocol`` column (from ``ucp_request_query`` on the
+verification message; ``unknown`` where UCX completed it at once and said nothing), with the
+transports it named in ``ucx_transports``. Memory: ``--path host`` moves host (pageable) memory
+on both sides; device memory (``src_mem``/``dst_mem`` = ``"device"``) goes through UCX's
+cuda_copy transport where a GPU and UCX's CUDA module are there.
+
+Transports: ``$UCX_TLS`` when set (UCX reads it in each process); otherwise this side asks for
+``tcp`` (and ``cuda_copy`` for device memory), the like-for-like counterpart of the tcp wire.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import InvalidArgument, Unavailable
+from ..vocab import MEMORY_KINDS, MODES
+from .buffers import cuda_status, native
+from .peers import check_timeout
+
+__all__ = ["WIRE", "UcxConnection", "status", "require_ucx", "default_tls", "split_protocol", "entry",
+           "wheel_library", "VERBS_TLS"]
+
+#: The wire's name: the ``wire`` and ``path`` of its rows.
+WIRE = "ucx"
+#: UCX transport names that need its verbs module (libuct_ib): what the PyPI wheel lacks.
+VERBS_TLS = ("rc", "dc", "ud", "rc_x", "dc_x", "ud_x", "rc_v", "ud_v", "rc_mlx5", "dc_mlx5", "ud_mlx5", "ib")
+#: What the verification message's protocol is called when UCX said nothing about it.
+UNKNOWN = "unknown"
+
+
+def wheel_library() -> str:
+    """The libucx wheel's ``libucp.so.0`` when the wheel is installed, else ``""``."""
+    try:
+        spec = importlib.util.find_spec("libucx")
+    except (ImportError, ValueError):
+        return ""
+    if spec is None or not spec.origin:
+        return ""
+    lib = os.path.join(os.path.dirname(spec.origin), "lib", "libucp.so.0")
+    return lib if os.path.isfile(lib) else ""
+
+
+_pointed = False
+
+
+def _ucx() -> Any:
+    """The engine's ucx module, pointed at the wheel's libucp once, before its first use."""
+    global _pointed
+    mod = native().ucx
+    if not _pointed:
+        mod.set_library(wheel_library())
+        _pointed = True
+    return mod
+
+
+def status() -> dict[str, Any]:
+    """What UCX is here: ``loaded``, ``version``, ``library``, ``reason`` (when not loaded),
+    ``modules`` (its transport modules), ``has_verbs`` (rc/dc/ud possible) and ``has_cuda``."""
+    st = dict(_ucx().status())
+    st["verbs_note"] = ("" if not st["loaded"] or st["has_verbs"] else
+                        f"built without verbs (no libuct_ib in {st['module_dir']}): no rc/dc/ud, so no "
+                        "GPUDirect RDMA through this UCX; the PyPI wheel is built this way, conda-forge's ucx "
+                        "and rdma-core builds are not")
+    return st
+
+
+def _tls_env() -> str:
+    return os.environ.get("UCX_TLS", "")
+
+
+def default_tls(src_mem: str, dst_mem: str) -> str:
+    """The transports this side asks UCX for: ``""`` (UCX's own configuration) when ``$UCX_TLS``
+    is set, else tcp, with cuda_copy when either side's buffer is device memory."""
+    if _tls_env():
+        return ""
+    return "tcp,cuda_copy" if "device" in (src_mem, dst_mem) else "tcp"
+
+
+def require_ucx(path: str, src_mem: str = "pageable", dst_mem: str = "pageable") -> None:
+    """Unavailable (one line saying why) unless UCX can run this test here: the library, the
+    transports ``$UCX_TLS`` names (rc/dc need a UCX built with verbs) and, for device memory, a
+    GPU and UCX's CUDA module. InvalidArgument for a path the wire does not take."""
+    if path != "host":
+        raise InvalidArgument(f"the {WIRE} wire takes --path host: UCX chooses how the bytes move; GPU memory "
+                              "is asked for as the memory kind (src_mem/dst_mem 'device'), not as a path")
+    for side, kind in (("src_mem", src_mem), ("dst_mem", dst_mem)):
+        if kind not in MEMORY_KINDS:
+            raise InvalidArgument(f"{side} must be one of {', '.join(MEMORY_KINDS)}, got {kind!r}")
+    st = status()
+    if not st["loaded"]:
+        raise Unavailable(f"the {WIRE} wire needs UCX: {st['reason']}")
+    tls = _tls_env()
+    if any(t in VERBS_TLS for t in tls.split(",")) and not st["has_verbs"]:
+        raise Unavailable(f"UCX_TLS={tls} asks for verbs transports, and the UCX at {st['library']} is "
+                          f"{st['verbs_note']}")
+    if "device" in (src_mem, dst_mem) or "pinned" in (src_mem, dst_mem):
+        cs = cuda_status()
+        if not cs["usable"]:
+            raise Unavailable(f"{'device' if 'device' in (src_mem, dst_mem) else 'pinned'} memory over the "
+                              f"{WIRE} wire needs CUDA: {cs['reason']}")
+        if "device" in (src_mem, dst_mem) and not st["has_cuda"]:
+            raise Unavailable(f"device memory over the {WIRE} wire needs UCX's CUDA module (libuct_cuda), "
+                              f"which is not in {st['module_dir']}")
+
+
+_DESCRIPTION = re.compile(r"\blength \d+ (?P<desc>.*?)(?: [\d.]+ [KMGT]?B/s(?: [\d.]+ us)?)?\s*$")
+
+
+def split_protocol(text: str) -> tuple[str, str]:
+    """(protocol, transports) from UCX's description of a request, e.g. ``"{proto|init|rk_use}
+    tag_send from host memory length 4194304 rendezvous fragmented copy-in copy-out tcp/lo 12.0
+    MB/s 332724.15 us"`` -> ``("rendezvous fragmented copy-in copy-out", "tcp/lo")``; words
+    naming a transport/device pair (``tl/dev``) are the transports. ``(UNKNOWN, "")`` for ``""``."""
+    m = _DESCRIPTION.search(text or "")
+    if not m:
+        return (UNKNOWN, "") if not text else (text.strip(), "")
+    words = m.group("desc").split()
+    lanes = [w.rstrip(",") for w in words if "/" in w]
+    proto = " ".join(w for w in words if "/" not in w)
+    return proto or UNKNOWN, ",".join(lanes)
+
+
+class UcxConnection:
+    """A session with a ``gdrlab serve`` peer whose tests move over UCX.
+
+    ``src_mem``/``dst_mem``: this side's and the server's memory kind (``pageable``, ``pinned`` or
+    ``device``); ``tls``: the transports this side asks UCX for (``None``: :func:`default_tls`)."""
+
+    wire = WIRE
+
+    def __init__(self, host: str, port: int, token: str = "", timeout_s: float = 10.0, *, src_mem: str = "pageable",
+                 dst_mem: str = "pageable", tls: str | None = None) -> None:
+        check_timeout(timeout_s)
+        self.src_mem, self.dst_mem = src_mem, dst_mem
+        self.tls = default_tls(src_mem, dst_mem) if tls is None else tls
+        self._c = _ucx().Client(host, int(port), token or "", int(timeout_s * 1000))
+        self.peer = f"{host}:{port}"
+
+    @property
+    def server_description(self) -> str:
+        """What the peer says about itself (host, GPU) in the handshake."""
+        return str(self._c.server_description)
+
+    def measure(self, path: str, size: int, *, mode: str = "lat", iters: int = 100, warmup: int = 10,
+                window: int = 1, device: int = 0, seed: int | None = None,
+                **_path_options: Any) -> tuple[Any, float, bool, dict[str, Any]]:
+        """One test: ``(samples_s, bytes_per_sample, verified, info)``, as every wire's
+        ``measure``; ``info`` holds UCX's description of the protocol (``protocol``, raw),
+        its version on both sides and the transports asked for. Chunk and depth (the pipelined
+        path's) do not apply: UCX fragments by itself."""
+        if mode not in MODES:
+            raise InvalidArgument(f"unknown mode {mode!r}; valid: {', '.join(MODES)}")
+        if path != "host":
+            raise InvalidArgument(f"the {WIRE} wire takes path 'host' (memory kinds say where the buffers are)")
+        if isinstance(size, bool) or int(size) != size or size <= 0:
+            raise InvalidArgument(f"size must be a positive integer, got {size!r}")
+        for name, value, least in (("iters", iters, 0), ("warmup", warmup, 0), ("window", window, 1),
+                                   ("device", device, 0)):
+            if not least <= int(value) <= 2**32 - 1:
+                raise InvalidArgument(f"{name} must be {least}..{2**32 - 1}, got {value}")
+        seed = secrets.randbits(63) if seed is None else seed
+        out = self._c.run(self.src_mem, self.dst_mem, MODES.index(mode), int(size), int(iters), int(warmup),
+                          int(window), int(device), int(seed), self.tls)
+        return out[0], out[1], bool(out[2]), dict(out[3])
+
+    def close(self) -> None:
+        """End the session (the peer learns it at once)."""
+        self._c.close()
+
+    def __enter__(self) -> "UcxConnection":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+@dataclass
+class _Link:
+    conn: UcxConnection
+    stack: contextlib.ExitStack
+    protocols: dict[int, tuple[str, str]]
+
+
+def _memory(opts: Any) -> tuple[str, str]:
+    """The two sides' memory kinds a bench asks for (``--src-mem``/``--dst-mem``), host
+    (pageable) memory where it names none."""
+    par = getattr(opts, "parity", None)
+    return (getattr(par, "src_mem", None) or "pageable", getattr(par, "dst_mem", None) or "pageable")
+
+
+def entry(wire_cls: Any, connect: Callable[..., Any], measure_size: Callable[..., Any]) -> Any:
+    """The wire table's entry (:class:`gdrlab.transfer.driver.Wire`) for ucx, built from the
+    driver's own session opener (``connect``: a local peer when none is given) and its one-size
+    measurement (``measure_size``), so the ucx rows are the other wires' rows, renamed."""
+
+    def require(path: str) -> None:
+        require_ucx(path)
+
+    def open_(opts: Any, peer: str | None, token: str | None, local_peer: str) -> tuple[_Link, str]:
+        src, dst = _memory(opts)
+        require_ucx(opts.path, src, dst)
+        if getattr(getattr(opts, "parity", None), "lanes", 1) > 1:
+            raise InvalidArgument(f"the {WIRE} wire makes its own lanes (UCX_NET_DEVICES, UCX_MAX_RNDV_RAILS): "
+                                  "leave --streams unset")
+        stack = contextlib.ExitStack()
+
+        def cls(host: str, port: int, tok: str, timeout_s: float) -> UcxConnection:
+            return UcxConnection(host, port, tok, timeout_s, src_mem=src, dst_mem=dst)
+
+        try:
+            conn, name = connect(stack, cls, opts, peer, token, local_peer)
+            # Warm both processes and UCX's context before the first measured size.
+            conn.measure("host", min(max(opts.sizes), 1 << 20), mode="lat", iters=50, warmup=20, device=opts.device)
+        except BaseException:
+            stack.close()
+            raise
+        return _Link(conn, stack, {}), name
+
+    def run(link: _Link, opts: Any, size: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        row, kept, info = measure_size(link.conn, opts, size)
+        proto, lanes = split_protocol(str(info.get("protocol", "")))
+        link.protocols[size] = (proto, lanes)
+        row["path"] = WIRE
+        row["protocol"] = proto
+        row["ucx_transports"] = lanes
+        return row, kept, info
+
+    def describe(link: _Link | None, info: dict[str, Any]) -> dict[str, Any]:
+        st = status()
+        src, dst = (link.conn.src_mem, link.conn.dst_mem) if link is not None else ("", "")
+        return {"peer_description": link.conn.server_description if link is not None else "",
+                "ucx_version": st.get("version"), "ucx_library": st.get("library"),
+                "peer_ucx_version": info.get("peer_ucx_version"),
+                "ucx_tls": (link.conn.tls if link is not None and link.conn.tls else f"$UCX_TLS={_tls_env()}"),
+                "ucx_net_devices": os.environ.get("UCX_NET_DEVICES", ""),
+                "src_mem": src, "dst_mem": dst,
+                "protocol_source": "ucp_request_query on each size's verification message ('unknown': UCX "
+                                   "completed it at once; `gdrlab ucx protocols` shows UCX's whole table)",
+                "ucx_verbs": st.get("verbs_note") or "verbs transports present"}
+
+    return wire_cls(require, open_, run, lambda link: link.stack.close(), describe)
