@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
+from typing import Any
 
+from .. import provenance
+from ..errors import InvalidArgument
+from ..transfer import copies
+from ..transfer.copies import DIRECTIONS, ENGINES, PATTERNS, PEER_MODES
+from ..units import format_size, parse_sizes
+from ..vocab import MEMORY_KINDS
 from ._common import Subparsers, add_command, emit_json, parse_whole, table
 
 HELP = "host<->GPU and GPU<->GPU copies: copy engines or SM kernel, nvbandwidth's testcases"
@@ -36,9 +44,6 @@ peer GPUs' memory, not pageable memory."""
 
 
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
-    from ..transfer.copies import DIRECTIONS, ENGINES, PATTERNS, PEER_MODES
-    from ..vocab import MEMORY_KINDS
-
     p = add_command(sub, "copy", HELP, DESCRIPTION)
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--dir", default="h2d", metavar="DIR", help=f"{', '.join(DIRECTIONS)} (default h2d)")
@@ -63,8 +68,7 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _choice(flag: str, value: str, valid) -> str:
-    from ..errors import InvalidArgument
+def _choice(flag: str, value: str, valid: Iterable[str]) -> str:
     if value not in valid:
         raise InvalidArgument(f"{flag} {value!r}: valid values are {', '.join(valid)}")
     return value
@@ -74,11 +78,6 @@ COLUMNS = ["size", "iters", "host_lat_p50_us", "host_bw_gbps", "event_lat_p50_us
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import InvalidArgument
-    from ..transfer import copies
-    from ..units import format_size, parse_sizes
-    from ..vocab import MEMORY_KINDS
-
     _choice("--dir", args.dir, copies.DIRECTIONS)
     _choice("--engine", args.engine, copies.ENGINES)
     _choice("--pattern", args.pattern, copies.PATTERNS)
@@ -110,9 +109,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print(args: argparse.Namespace, df) -> None:
-    from .. import provenance
-
+def _print(args: argparse.Namespace, df: Any) -> None:
     first = df.iloc[0]
     timing = {"host": "host clock: queue every copy of the sample, wait for all (what an application sees)",
               "event": "CUDA events on each copy's stream around it (GPU time: first start to last end)"}

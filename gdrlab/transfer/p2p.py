@@ -191,7 +191,7 @@ def p2p_matrix(n_gpus: int, measure: Measure, can_access: CanAccess, *, lat_size
     # (matrix key, size, bidirectional, field of the measurement)
     plan = [p for p in [("uni_bw_gbps", bw_size, False, "bw_gbps"), ("bidir_bw_gbps", bw_size, True, "bw_gbps"),
                         ("lat_us", lat_size, False, "lat_p50_us")] if p[0] in wanted]
-    steps = [(a, b, access_on) for access_on in (True, False) for a, b in pairs]
+    steps: list[tuple[int, int, bool | None]] = [(a, b, on) for on in (True, False) for a, b in pairs]
     steps += [(a, a, None) for a in range(n_gpus)] if diagonal else []
     total, done = len(steps) * len(plan), 0
     for a, b, peer_access in steps:
