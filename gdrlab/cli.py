@@ -12,7 +12,8 @@ from typing import NoReturn
 from . import __version__
 from .errors import GdrlabError
 
-COMMANDS = ["doctor", "topo", "bench", "serve", "model", "p2p_matrix", "copy", "nccl", "lab", "classroom", "imports"]
+COMMANDS = ["doctor", "topo", "bench", "serve", "model", "p2p_matrix", "copy", "nccl", "lab", "classroom", "imports",
+            "ucx"]
 
 
 class _Parser(argparse.ArgumentParser):

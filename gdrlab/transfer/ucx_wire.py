@@ -32,7 +32,7 @@ from .buffers import cuda_status, native
 from .peers import check_timeout
 
 __all__ = ["WIRE", "UcxConnection", "status", "require_ucx", "default_tls", "split_protocol", "entry",
-           "wheel_library", "VERBS_TLS"]
+           "wheel_library", "VERBS_TLS", "probe_output", "PROBE_MEMORY", "PROBE_SIZES"]
 
 #: The wire's name: the ``wire`` and ``path`` of its rows.
 WIRE = "ucx"
@@ -90,10 +90,11 @@ def default_tls(src_mem: str, dst_mem: str) -> str:
     return "tcp,cuda_copy" if "device" in (src_mem, dst_mem) else "tcp"
 
 
-def require_ucx(path: str, src_mem: str = "pageable", dst_mem: str = "pageable") -> None:
+def require_ucx(path: str, src_mem: str = "pageable", dst_mem: str = "pageable", tls: str | None = None) -> None:
     """Unavailable (one line saying why) unless UCX can run this test here: the library, the
     transports ``$UCX_TLS`` names (rc/dc need a UCX built with verbs) and, for device memory, a
-    GPU and UCX's CUDA module. InvalidArgument for a path the wire does not take."""
+    GPU and UCX's CUDA module. ``tls``: the transport list asked for (``None``: ``$UCX_TLS``).
+    InvalidArgument for a path the wire does not take."""
     if path != "host":
         raise InvalidArgument(f"the {WIRE} wire takes --path host: UCX chooses how the bytes move; GPU memory "
                               "is asked for as the memory kind (src_mem/dst_mem 'device'), not as a path")
@@ -103,7 +104,7 @@ def require_ucx(path: str, src_mem: str = "pageable", dst_mem: str = "pageable")
     st = status()
     if not st["loaded"]:
         raise Unavailable(f"the {WIRE} wire needs UCX: {st['reason']}")
-    tls = _tls_env()
+    tls = _tls_env() if tls is None else tls
     if any(t in VERBS_TLS for t in tls.split(",")) and not st["has_verbs"]:
         raise Unavailable(f"UCX_TLS={tls} asks for verbs transports, and the UCX at {st['library']} is "
                           f"{st['verbs_note']}")
@@ -253,3 +254,60 @@ def entry(wire_cls: Any, connect: Callable[..., Any], measure_size: Callable[...
                 "ucx_verbs": st.get("verbs_note") or "verbs transports present"}
 
     return wire_cls(require, open_, run, lambda link: link.stack.close(), describe)
+
+
+#: ``gdrlab ucx protocols --mem`` names and the memory kind each side's buffer then is.
+PROBE_MEMORY = {"host": "pageable", "cuda": "device"}
+#: Message sizes the probe moves: one per protocol class UCX has (short, eager, rendezvous).
+PROBE_SIZES = (8, 64 << 10, 4 << 20)
+
+
+def probe_output(mem: str = "host", tls: str | None = None, timeout_s: float = 60.0) -> tuple[str, dict[str, Any]]:
+    """UCX's log of a small transfer with ``UCX_PROTO_INFO=y``: a process of its own (UCX reads
+    the variable once, at start) moves :data:`PROBE_SIZES` between two workers (this process's
+    thread peer), ``mem`` memory on both sides, over ``tls`` (``None``: :func:`default_tls`).
+    Returns (stdout and stderr together, what was run)."""
+    import subprocess
+    import sys
+
+    if mem not in PROBE_MEMORY:
+        raise InvalidArgument(f"--mem must be one of {', '.join(PROBE_MEMORY)}, got {mem!r}")
+    kind = PROBE_MEMORY[mem]
+    require_ucx("host", kind, kind, tls)
+    env = dict(os.environ, UCX_PROTO_INFO="y")
+    env.pop("UCX_LOG_FILE", None)
+    if tls:
+        env["UCX_TLS"] = tls
+    cmd = [sys.executable, "-m", "gdrlab.transfer.ucx_wire", kind]
+    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=env, timeout=timeout_s,
+                              cwd=pkg_root, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise Unavailable(f"the UCX probe did not finish within {timeout_s:.0f} s") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        raise Unavailable(f"the UCX probe failed: {last}")
+    st = status()
+    meta = {"ucx_version": st["version"], "ucx_library": st["library"], "memory": mem,
+            "ucx_tls": tls or (f"$UCX_TLS={_tls_env()}" if _tls_env() else default_tls(kind, kind)),
+            "ucx_net_devices": os.environ.get("UCX_NET_DEVICES", ""), "sizes": list(PROBE_SIZES),
+            "peer": "a second UCX worker in a thread of the probe process"}
+    return proc.stdout + proc.stderr, meta
+
+
+def _probe(kind: str) -> None:
+    """The probe process: a thread peer and one verified latency test per probe size."""
+    from .peers import ThreadPeer
+
+    with ThreadPeer(timeout_s=30.0) as peer:
+        with UcxConnection("127.0.0.1", peer.port, peer.token, 30.0, src_mem=kind, dst_mem=kind) as conn:
+            for size in PROBE_SIZES:
+                if not conn.measure("host", size, mode="lat", iters=2, warmup=1)[2]:
+                    raise SystemExit(f"size {size} was not verified")
+
+
+if __name__ == "__main__":
+    import sys
+
+    _probe(sys.argv[1] if len(sys.argv) > 1 else "pageable")
