@@ -8,6 +8,7 @@ from typing import Any
 from ..hw.storage import doctor_lines
 from ..hw.storage import probe as storage_probe
 from ..knobs import in_effect
+from ..transfer.ucx_wire import ucx_library
 from ._common import Subparsers, add_command, emit_json, table
 
 HELP = "report GPUs, RDMA devices, peer memory, libraries and which paths can run"
@@ -125,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
     report["pyverbs"] = pyverbs_status()
     report["storage"] = storage_probe(args.sysfs)
     report["knobs"] = in_effect()
+    if args.sysfs == "/":  # the ucx wire's library, as this process would load it
+        report["libraries"]["libucp.so.0"] = ucx_library()
     if args.bundle and not args.cluster:
         from ..errors import InvalidArgument
         raise InvalidArgument("--bundle needs --cluster")

@@ -32,7 +32,7 @@ from .buffers import cuda_status, native
 from .peers import check_timeout
 
 __all__ = ["WIRE", "UcxConnection", "status", "require_ucx", "default_tls", "split_protocol", "entry",
-           "wheel_library", "VERBS_TLS", "probe_output", "PROBE_MEMORY", "PROBE_SIZES"]
+           "wheel_library", "VERBS_TLS", "probe_output", "ucx_library", "PROBE_MEMORY", "PROBE_SIZES"]
 
 #: The wire's name: the ``wire`` and ``path`` of its rows.
 WIRE = "ucx"
@@ -76,6 +76,21 @@ def status() -> dict[str, Any]:
                         "GPUDirect RDMA through this UCX; the PyPI wheel is built this way, conda-forge's ucx "
                         "and rdma-core builds are not")
     return st
+
+
+def ucx_library() -> dict[str, Any]:
+    """UCX as ``gdrlab doctor`` lists a library: ``found``, ``version`` (with where it was loaded
+    from and whether it has verbs) or ``reason``, and ``has_verbs``/``has_cuda``."""
+    try:
+        st = status()
+    except Unavailable as exc:  # no engine
+        return {"found": False, "reason": str(exc)}
+    if not st["loaded"]:
+        return {"found": False, "reason": st["reason"], "has_verbs": False, "has_cuda": False}
+    verbs = "with verbs (rc, dc, ud)" if st["has_verbs"] else st["verbs_note"]
+    return {"found": True, "version": f"{st['version']} ({st['library']}); {verbs}", "ucx_version": st["version"],
+            "library": st["library"], "has_verbs": st["has_verbs"], "has_cuda": st["has_cuda"],
+            "modules": st["modules"]}
 
 
 def _tls_env() -> str:
