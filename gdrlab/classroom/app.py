@@ -230,6 +230,8 @@ class _ClassView:
         self.hub = LiveHub(config.max_live)
         self.verdicts = Verdicts()
         self._bodies: dict[int, Any] = {}  # doctor report submission id -> body
+        self._state_lock = threading.Lock()
+        self._last_state: tuple[tuple[int, int, int], dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------ who is asking
     def check_failed_auth(self, request: Request) -> None:
@@ -303,6 +305,17 @@ class _ClassView:
             out[machine] = (sid, self._bodies[sid])
         return out
 
+    def _shared_state(self, since: int) -> dict[str, Any]:
+        """:meth:`_state`, computed once for every dashboard that asks with the same ``since``
+        while nothing new has come (the streams of several dashboards wake together)."""
+        with self._state_lock:
+            key = (since, self.store.max_submission_id(), self.store.count_learners())
+            if self._last_state is not None and self._last_state[0] == key:
+                return self._last_state[1]
+            doc = self._state(since)
+            self._last_state = ((since, doc["max_id"], len(doc["learners"])), doc)
+            return doc
+
     def _state(self, since: int) -> dict[str, Any]:
         """Everything the dashboard shows that changed after submission ``since``: the rows of
         later submissions (and, with their new verdicts, the earlier rows of a machine whose doctor
@@ -330,7 +343,7 @@ class _ClassView:
         since_text = request.query_params.get("since", "0")
         if not since_text.isascii() or not since_text.isdigit() or len(since_text) > 18:
             raise _Refused(400, "since: a submission id (a whole number)")
-        return JSONResponse(await run_in_threadpool(self._state, int(since_text)))
+        return JSONResponse(await run_in_threadpool(self._shared_state, int(since_text)))
 
     async def events(self, request: Request) -> Response:
         """The dashboard's state as server-sent events (see the module docstring)."""
@@ -347,7 +360,7 @@ class _ClassView:
                 raise _Refused(503, "the class view is shutting down", {"Retry-After": "5"})
             raise _Refused(503, f"too many live dashboards ({self.hub.max_clients}): this page polls instead",
                            {"Retry-After": "30"})
-        stream = event_stream(self.hub, loop, wake, lambda since: run_in_threadpool(self._state, since), since,
+        stream = event_stream(self.hub, loop, wake, lambda since: run_in_threadpool(self._shared_state, since), since,
                               self.config.heartbeat_s)
         return StreamingResponse(stream, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})

@@ -14,7 +14,10 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-__all__ = ["LiveHub", "event_stream"]
+__all__ = ["COALESCE_S", "LiveHub", "event_stream"]
+
+#: After a change, how long a stream waits for more before it sends (a room submitting at once).
+COALESCE_S = 0.1
 
 
 class LiveHub:
@@ -75,6 +78,7 @@ async def event_stream(hub: LiveHub, loop: asyncio.AbstractEventLoop, wake: asyn
             while not hub.closed:
                 try:
                     await asyncio.wait_for(wake.wait(), heartbeat_s)
+                    await asyncio.sleep(COALESCE_S)  # a burst of submissions: one event for all of it
                     break
                 except asyncio.TimeoutError:
                     yield ": heartbeat\n\n"

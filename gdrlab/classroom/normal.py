@@ -68,6 +68,7 @@ class Verdicts:
         self._rows: OrderedDict[tuple[int, int], dict[str, Any]] = OrderedDict()
         self._curves: dict[tuple[str, str, str | None, tuple[int, ...]], dict[str, Any] | None] = {}
         self._lock = threading.Lock()
+        self._computing = threading.Lock()  # one explanation at a time: a second asker finds it cached
 
     def profile(self, report_id: int, body: dict[str, Any]) -> tuple[Any, str, str] | None:
         """(profile, a key shared by machines the model sees alike, a label) of one stored report."""
@@ -92,6 +93,11 @@ class Verdicts:
                 ) -> list[dict[str, Any]]:
         """For each row (as :meth:`Store.rows_after` gives it): ``verdict``, ``model_bw_gbps``,
         ``model_lat_us``, ``bottleneck``, ``cause`` and ``model_key`` (which model curve applies)."""
+        with self._computing:
+            return self._explain(rows, reports)
+
+    def _explain(self, rows: list[dict[str, Any]], reports: dict[tuple[int, str], tuple[int, dict[str, Any]]],
+                 ) -> list[dict[str, Any]]:
         import pandas as pd
 
         out: list[dict[str, Any] | None] = [None] * len(rows)

@@ -398,3 +398,42 @@ def test_submit_button_never_raises(sqlite_class, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ipywidgets", None)
     note = submit_button(None)
     assert "needs ipywidgets" in repr(note) and "<p" in note._repr_html_()
+
+
+# --------------------------------------------------------------------------- under load
+def test_live_dashboards_see_every_row_of_64_concurrent_submitters(tmp_path, request):
+    """4 dashboards stream while 64 learners submit at once: each stream ends up with every
+    stored row, each with a verdict; the figures (time to the last row on the stream, time for a
+    full state with verdicts) go beside the load test's."""
+    from classroom.test_server import LEARNERS, _load, _report
+    running = start_class(db_url(str(tmp_path / "live-load.sqlite")), max_live=8)
+    streams = [EventStream(running.url) for _ in range(4)]
+    try:
+        for s in streams:
+            s.next("state")
+        t0 = time.monotonic()
+        seconds, errors = _load(running.url)
+        assert errors == []
+        want = {r["id"] for r in running.store.rows_after(0)}
+        assert len(want) == 48 * LEARNERS
+        last = []
+        for s in streams:
+            seen: dict[int, dict] = {}
+            while set(seen) != want:
+                for r in s.next("state", timeout=60)["state"]["rows"]:
+                    seen[r["id"]] = r
+            last.append(time.monotonic() - t0)
+            assert all(r["verdict"] in ("normal", "low", "high", "not comparable") for r in seen.values())
+        t1 = time.monotonic()
+        full = state(running.url)
+        full_s = time.monotonic() - t1
+        assert len(full["rows"]) == 48 * LEARNERS
+    finally:
+        for s in streams:
+            s.close()
+        stop_class(running)
+    _report(request, "classroom-live-load.json", {
+        "learners": LEARNERS, "rows": 48 * LEARNERS, "dashboards_streaming": len(streams),
+        "seconds_barrier_to_last_reply": round(seconds, 3),
+        "seconds_start_to_every_row_on_every_stream": round(max(last), 3),
+        "seconds_full_state_with_verdicts_cached": round(full_s, 3)})
