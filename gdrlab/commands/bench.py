@@ -47,8 +47,9 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
                    help=f"{', '.join(p for p in paths_over('tcp') if p in paths_over('verbs'))} (tcp and verbs), "
                         f"{', '.join(p for p in paths_over('verbs') if p not in paths_over('tcp'))} (verbs) or "
                         f"{', '.join(paths_over('none'))} (GPU to GPU, no wire); default host")
-    p.add_argument("--wire", default=None, choices=[*WIRES, "ucx"],
-                   help="default tcp (GPU-to-GPU paths: none); ucx: through UCX (gdrlab[ucx])")
+    p.add_argument("--wire", default=None, choices=[*WIRES, "ucx", "mpi"],
+                   help="default tcp (GPU-to-GPU paths: none); ucx: through UCX (gdrlab[ucx]); mpi: the MPI "
+                        "library between two ranks of mpirun -n 2 (GPU memory needs a CUDA-aware MPI)")
     p.add_argument("--sizes", default="8:1M", help="e.g. 8,4K,1M or a range 8:64M (powers of two); default 8:1M")
     p.add_argument("--iters", default=None, help="timed iterations per size (default: by size)")
     p.add_argument("--warmup", default=None, help="untimed iterations before each test (default: by size)")
@@ -339,6 +340,12 @@ def run(args: argparse.Namespace) -> int:
                                   for flag, v in (("--tclass", args.tclass), ("--sl", args.sl),
                                                   ("--pkey-index", args.pkey_index)))
         apply_link_options(tclass, sl, pkey_index)
+    if args.wire == "mpi":  # the MPI library moves the buffers between the two ranks of mpirun -n 2
+        from ..transfer.mpi_wire import from_options
+        status, df = from_options(vars(args), _progress(args))
+        if df is not None:
+            _print(df, args)
+        return status
     if args.mpi:
         from ..errors import GdrlabError
         from ..transfer.driver import options

@@ -24,7 +24,8 @@ from ..errors import InvalidArgument, PeerTimeout, Unavailable
 from .buffers import native
 from .driver import BenchOptions, run
 
-__all__ = ["import_mpi", "own_addresses", "listen_address", "bench_mpi", "world_rank"]
+__all__ = ["import_mpi", "own_addresses", "listen_address", "bench_mpi", "world_rank", "cuda_support",
+           "loaded_mpi_libraries"]
 
 TAG_INFO, TAG_DONE = 71, 72
 
@@ -37,6 +38,50 @@ def import_mpi() -> ModuleType:
         raise Unavailable(f"--mpi needs mpi4py and an MPI library ({exc}); install Open MPI "
                           "(apt-get install openmpi-bin) and `pip install mpi4py`") from exc
     return MPI
+
+
+def loaded_mpi_libraries(maps: str = "/proc/self/maps") -> list[str]:
+    """The MPI libraries (``libmpi*.so*``) this process has loaded, from its memory map."""
+    found: list[str] = []
+    try:
+        with open(maps, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                path = line.rstrip("\n").split(None, 5)[-1] if line.count(" ") >= 5 else ""
+                name = os.path.basename(path)
+                if name.startswith("libmpi") and ".so" in name and path not in found:
+                    found.append(path)
+    except OSError:
+        pass
+    return found
+
+
+def cuda_support(MPI: Any = None, libraries: list[str] | None = None) -> tuple[bool | None, str]:
+    """Whether the loaded MPI library takes GPU pointers (is CUDA-aware): (True, False or None when
+    it cannot tell, and why). Asks ``MPIX_Query_cuda_support()`` of the loaded library through
+    ctypes: Open MPI (2.0 and later) and MVAPICH2 (2.3.4 and later) define it; it returns 1 when the
+    library was built with CUDA and its runtime supports CUDA buffers, and is called after MPI_Init
+    (importing ``mpi4py.MPI`` initialises MPI)."""
+    import ctypes
+    MPI = MPI or import_mpi()
+    name = MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()
+    short = name.split(",")[0]
+    libs = loaded_mpi_libraries() if libraries is None else libraries
+    for path in libs:
+        try:
+            fn = getattr(ctypes.CDLL(path), "MPIX_Query_cuda_support", None)
+        except OSError:
+            continue
+        if fn is None:
+            continue
+        fn.restype, fn.argtypes = ctypes.c_int, []
+        if fn() == 1:
+            return True, f"{short} is CUDA-aware (MPIX_Query_cuda_support() = 1)"
+        return False, (f"{short} is not CUDA-aware: MPIX_Query_cuda_support() = 0 in {os.path.basename(path)} "
+                       "(built without CUDA, or its CUDA support is off at run time); use an MPI library built with CUDA "
+                       "support (e.g. Open MPI configured --with-cuda)")
+    where = ", ".join(os.path.basename(p) for p in libs) or "no libmpi found in this process"
+    return None, (f"cannot tell whether {short} is CUDA-aware: it has no MPIX_Query_cuda_support ({where}); "
+                  "this check knows Open MPI and MVAPICH2")
 
 
 def own_addresses() -> list[str]:
