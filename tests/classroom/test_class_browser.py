@@ -220,3 +220,40 @@ def _check_outlier(page, sub: dict) -> str:
 
 
 _SHOTS: list[Path] = []
+
+
+def test_dashboard_polls_when_the_server_streams_to_no_more_dashboards(tmp_path):
+    """With every live place taken (here: none offered, --max-live 0) the page falls back to
+    polling api/state, and the rows still come without a reload."""
+    if importlib.util.find_spec("playwright") is None:
+        _skip_or_fail("Python package missing: playwright")
+    if _chromium() is None:
+        _skip_or_fail("no Chromium: /usr/bin/chromium absent and GDRLAB_CHROMIUM not set (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    from gdrlab.classroom.store import db_url
+
+    running = start_class(db_url(str(tmp_path / "poll.sqlite")), max_live=0)
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=_chromium(), headless=True,
+                                         args=["--disable-dev-shm-usage", "--disable-gpu"])
+            try:
+                page = browser.new_page()
+                page.goto(running.url + "dashboard")
+                page.fill("#token", INSTRUCTOR_TOKEN)
+                page.click("#login")
+                page.wait_for_selector("#machines")
+                page.wait_for_function("document.body.dataset.live === 'poll'", timeout=30_000)
+                navigations: list[str] = []
+                page.on("framenavigated", lambda f: navigations.append(f.url) if f == page.main_frame else None)
+                _, key = join(running.url, "Ada")
+                status, doc, _ = call(running.url, "api/submit", submission(0, frames=1), key=key)
+                assert status == 201, doc
+                page.wait_for_function("document.body.dataset.rows === '24'", timeout=30_000)
+                assert navigations == []
+                assert "polling" in page.inner_text("#status")
+            finally:
+                browser.close()
+    finally:
+        stop_class(running)
