@@ -26,20 +26,15 @@ from gdrlab.classroom.store import open_store
 
 
 def strip_prefix(app, prefix: str):
-    """An ASGI app that serves ``app`` at ``prefix`` (``/services/class/``)."""
+    """An ASGI app that serves ``app`` at ``prefix`` (``/services/class/``), and at ``/`` too."""
     bare = prefix.rstrip("/")
 
     async def shim(scope, receive, send):
         if scope["type"] in ("http", "websocket"):
             path = scope["path"]
-            if path != bare and not path.startswith(bare + "/"):
-                body = b'{"error": "not under ' + bare.encode() + b'/"}'
-                await send({"type": "http.response.start", "status": 404,
-                            "headers": [(b"content-type", b"application/json")]})
-                await send({"type": "http.response.body", "body": body})
-                return
-            inner = path[len(bare):] or "/"
-            scope = dict(scope, path=inner, raw_path=inner.encode())
+            if path == bare or path.startswith(bare + "/"):  # else as it is: /healthz for a pod's probes
+                inner = path[len(bare):] or "/"
+                scope = dict(scope, path=inner, raw_path=inner.encode())
         await app(scope, receive, send)
 
     return shim

@@ -21,11 +21,12 @@ Every setting is an environment variable, so the same file serves the workshop a
 (tests/hub/test_jupyterhub.py):
 
 =============================  =================================================================
-GDRLAB_HUB_STATE               hub state: database, cookie secret, exchange, class view database
-                               and token, generated Jupyter config (default /srv/gdrlab)
-GDRLAB_HUB_COURSE              the instructor's course folder (default STATE/course): a copy of
-                               labs/ of a gdrlab checkout (source/ and nbgrader_config.py)
-GDRLAB_HUB_EXCHANGE            the nbgrader exchange (default STATE/exchange)
+GDRLAB_HUB_STATE               hub state: database, cookie secret, class view database and
+                               token, generated Jupyter config (default /srv/gdrlab)
+GDRLAB_HUB_COURSE              the instructor's course folder (default ~/course, in the
+                               instructor's home): labs/ of a gdrlab checkout, copied there by
+                               singleuser.py on the first start when the hub runs from a checkout
+GDRLAB_HUB_EXCHANGE            the nbgrader exchange (default /srv/nbgrader/exchange, nbgrader's)
 GDRLAB_HUB_INSTRUCTORS         comma-separated names that log in as instructors (default instructor)
 GDRLAB_HUB_USER_PASSWORD       the learners' shared password (8 characters or more; required)
 GDRLAB_HUB_ADMIN_PASSWORD      the instructors' password (32 characters or more; required)
@@ -52,8 +53,8 @@ c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
 
 HERE = Path(__file__).resolve().parent
 STATE = Path(os.environ.get("GDRLAB_HUB_STATE", "/srv/gdrlab")).resolve()
-COURSE = Path(os.environ.get("GDRLAB_HUB_COURSE", STATE / "course")).resolve()
-EXCHANGE = Path(os.environ.get("GDRLAB_HUB_EXCHANGE", STATE / "exchange")).resolve()
+COURSE = os.environ.get("GDRLAB_HUB_COURSE", "~/course")  # expanded in the instructor's server
+EXCHANGE = Path(os.environ.get("GDRLAB_HUB_EXCHANGE", "/srv/nbgrader/exchange")).resolve()
 INSTRUCTORS = {n.strip() for n in os.environ.get("GDRLAB_HUB_INSTRUCTORS", "instructor").split(",") if n.strip()}
 SPAWNER = os.environ.get("GDRLAB_HUB_SPAWNER", "systemd")
 CLASS_PORT = int(os.environ.get("GDRLAB_HUB_CLASS_PORT", "8731"))
@@ -76,7 +77,12 @@ def _private_file(path: Path, make) -> str:
 
 
 # ---------------------------------------------------------------- hub state
-STATE.mkdir(parents=True, exist_ok=True, mode=0o700)
+# learners' servers read STATE/jupyter-config: the folder is passable (not listable); what is
+# secret in it is owner-only
+STATE.mkdir(parents=True, exist_ok=True)
+STATE.chmod(0o711)
+if not (STATE / "jupyterhub.sqlite").exists():
+    (STATE / "jupyterhub.sqlite").touch(mode=0o600)
 c.JupyterHub.bind_url = os.environ.get("GDRLAB_HUB_BIND_URL", "http://0.0.0.0:8000")
 PUBLIC_URL = os.environ.get("GDRLAB_HUB_PUBLIC_URL") or c.JupyterHub.bind_url.replace("0.0.0.0", socket.getfqdn())
 c.JupyterHub.db_url = f"sqlite:///{STATE / 'jupyterhub.sqlite'}"
@@ -116,7 +122,7 @@ LEARNER_CONFIG = HERE / "learner-jupyter-config"  # nbgrader's instructor tools 
 c.Spawner.cmd = [sys.executable, str(HERE / "singleuser.py")]
 c.Spawner.http_timeout = 60
 c.Spawner.start_timeout = 120
-c.Spawner.environment = {"GDRLAB_HUB_COURSE": str(COURSE)}
+c.Spawner.environment = {"GDRLAB_HUB_COURSE": COURSE}
 if SPAWNER == "systemd":
     # pip install jupyterhub-systemdspawner; the hub runs as root under systemd
     c.JupyterHub.spawner_class = "systemdspawner.SystemdSpawner"

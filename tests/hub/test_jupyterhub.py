@@ -123,7 +123,8 @@ class Hub:
         self.proc: subprocess.Popen | None = None
         self.children: list[int] = []
         self.env = dict(env, GDRLAB_HUB_STATE=str(self.state), GDRLAB_HUB_SPAWNER="simple",
-                        GDRLAB_HUB_INSTRUCTORS=INSTRUCTOR, GDRLAB_HUB_USER_PASSWORD=USER_PASSWORD,
+                        GDRLAB_HUB_INSTRUCTORS=INSTRUCTOR, GDRLAB_HUB_COURSE=str(self.course),
+                        GDRLAB_HUB_EXCHANGE=str(self.state / "exchange"), GDRLAB_HUB_USER_PASSWORD=USER_PASSWORD,
                         GDRLAB_HUB_ADMIN_PASSWORD=ADMIN_PASSWORD, GDRLAB_HUB_BIND_URL=self.url + "/",
                         GDRLAB_HUB_PUBLIC_URL=self.url, GDRLAB_HUB_CLASS_PORT=str(_free_port()),
                         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
@@ -383,12 +384,16 @@ def test_workshop_hub_end_to_end(tmp_path, capsys):
         with timed(timings, "stop everything"):
             hub.stop()
         timings["total"] = round(time.monotonic() - started, 2)
+        timings["load average (1 min) at the end"] = round(os.getloadavg()[0], 2)
+        timings["cores"] = os.cpu_count() or 0
         with capsys.disabled():
             print("\nJupyterHub test phases (s): " + json.dumps(timings, indent=1))
         if os.environ.get("GDRLAB_ARTIFACTS"):
             out = Path(os.environ["GDRLAB_ARTIFACTS"])
             out.mkdir(parents=True, exist_ok=True)
             (out / "hub-timings.json").write_text(json.dumps(timings, indent=1) + "\n")
+            if hub.log.exists():
+                shutil.copyfile(hub.log, out / "hub-jupyterhub.log")
     import psutil
     alive = [pid for pid in hub.children if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert not alive, f"processes the hub started are still running: {alive}"
