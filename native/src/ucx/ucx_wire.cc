@@ -200,15 +200,18 @@ class UcxEndpoint : public TestEndpoint {
     flush();
   }
   // The end of a test: neither side may take its worker away while the other still needs it (a
-  // rendezvous' last acknowledgement). The client says over tcp when it is done with UCX; the
-  // server keeps progressing until then.
+  // rendezvous' or a flush's last acknowledgement). The client says over tcp when it is done with
+  // UCX, the server answers once it is, and each keeps progressing UCX while it waits.
   void client_done() {
     settle();
     control_.send_control(FrameType::Ack);
+    wait_readable();
+    control_.expect(FrameType::Ack);
   }
   void server_wait_done() {
     wait_readable();
     control_.expect(FrameType::Ack);
+    control_.send_control(FrameType::Ack);
   }
   Buffer& user() override { return *buf_; }
   size_t offset() const override { return 0; }
