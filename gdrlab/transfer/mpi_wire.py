@@ -16,7 +16,8 @@ for a small reply (osu_bw). Every size ends with a verified transfer of a patter
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from .stats import auto_counts, result_columns, summarize
 __all__ = ["bench_mpi_wire", "needs_cuda", "check_ready"]
 
 TAG_LAT, TAG_BW, TAG_ACK, TAG_CHECK = 81, 82, 83, 84
+# Rank 1's status when both ranks stop and rank 0 says why: 0, so that mpirun does not end the job
+# (killing rank 0) before rank 0 has printed the reason; the job's status is rank 0's.
+_QUIET = 0
 
 
 def needs_cuda(src_mem: str, dst_mem: str) -> bool:
@@ -167,7 +171,7 @@ def bench_mpi_wire(sizes: list[int], *, src_mem: str | None = None, dst_mem: str
     if problem is not None:  # every rank sees the same arguments: all stop, rank 0 says why
         if rank == 0:
             raise problem
-        return 1, None
+        return _QUIET, None
     mine = src_mem if rank == 0 else dst_mem
     missing = comm.allgather(check_ready(MPI, mine, device))
     if any(missing):
@@ -178,7 +182,7 @@ def bench_mpi_wire(sizes: list[int], *, src_mem: str | None = None, dst_mem: str
                     said.setdefault("; ".join(m), []).append(f"rank {r} ({kind} memory)")
             lines = [f"{' and '.join(who)}: {why}" for why, who in said.items()]
             raise Unavailable("--wire mpi cannot move these buffers: " + " | ".join(lines))
-        return 1, None
+        return _QUIET, None
     library = MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()
     aware = cuda_support(MPI)[0] if needs_cuda(src_mem, dst_mem) else None
     try:
@@ -242,14 +246,14 @@ def from_options(opts: dict, progress: Callable[..., Any] | None = None) -> tupl
     if given:
         from .mpi import world_rank
         if world_rank() != 0:
-            return 1, None
+            return _QUIET, None
         raise InvalidArgument(f"--wire mpi does not take {', '.join(given)}: the MPI library moves the data "
                               "between the two ranks mpirun started (and --mpi is implied)")
     path = opts.get("path")
     if path not in (None, "host", "mpi"):
         from .mpi import world_rank
         if world_rank() != 0:
-            return 1, None
+            return _QUIET, None
         raise InvalidArgument(f"--wire mpi chooses its own path (rows say path=mpi); leave out --path {path} and "
                               "give the memory with --src-mem/--dst-mem")
     return bench_mpi_wire(list(opts["sizes"]), src_mem=opts.get("src_mem"), dst_mem=opts.get("dst_mem"),
