@@ -300,9 +300,11 @@ class _ClassView:
     def _reports(self, ids: dict[tuple[int, str], int]) -> dict[tuple[int, str], tuple[int, Any]]:
         out = {}
         for machine, sid in ids.items():
-            if sid not in self._bodies:
-                self._bodies[sid] = self.store.submission_body(sid) or {}
-            out[machine] = (sid, self._bodies[sid])
+            body = self._bodies.get(sid)
+            if body is None:
+                body = self.store.submission_body(sid) or {}
+            out[machine] = (sid, body)
+        self._bodies = {sid: body for sid, body in out.values()}  # only the current reports stay
         return out
 
     def _shared_state(self, since: int) -> dict[str, Any]:

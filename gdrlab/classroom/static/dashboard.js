@@ -108,7 +108,7 @@
                                           ? " (model " + Number(p[modelKey]).toPrecision(3) + unit + ")" : "") +
                                         (p.cause ? "<br>likeliest cause: " + plotText(p.cause) : "") +
                                         "<br>" + plotText(p.source) + (p.lab ? "<br>lab " + plotText(p.lab) : "")),
-                     hovertemplate: "%{x} B: %{y}<br>%{text}<extra></extra>"});
+                     hovertemplate: "%{x:,d} B: %{y:.4g}" + unit + "<br>%{text}<extra></extra>"});
       }
       const layout = {title: {text: plotText(path)}, height: 360, margin: {t: 40, l: 60, r: 10, b: 50},
                       xaxis: {type: "log", title: {text: "message size (bytes)"}},
