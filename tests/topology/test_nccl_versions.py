@@ -163,3 +163,31 @@ def test_log_reader_names_2_27_3_by_its_own_order():
     assert (p["gdr"][0]["distance_type"], p["gdr"][0]["limit_type"]) == ("P2C", "PXB")
     p = nccl.parse_log("h:1:1 [0] NCCL INFO NCCL version 2.27.5+cuda12.9\n" + line)
     assert p["gdr"][0]["distance_type"] == "PXN"
+
+
+def _topo(*args: str):
+    import subprocess
+    import sys
+    from pathlib import Path
+    return subprocess.run([sys.executable, "-m", "gdrlab", "topo", "--matrix", "dgx-a100-nccl-issue-1505", *args],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+
+
+def test_topo_applies_the_rule_of_the_version_asked():
+    import json
+    old = json.loads(_topo("--nccl-version", "2.28.9", "--json").stdout)
+    new = json.loads(_topo("--json").stdout)
+    first = next(iter(old["gdr"]["GPU0"].values()))
+    assert first["nccl_version"] == "2.28.9" and first["level"] == "PXB"
+    latest = next(iter(new["gdr"]["GPU0"].values()))
+    assert latest["nccl_version"] == "2.30.7" and latest["level"] == "P2C" and "newest" in latest["reason"]
+    # the same PCIe codes, the same verdicts: the level's name changed, not what it admits
+    assert {n: d["use_gdr"] for n, d in old["gdr"]["GPU0"].items()} == \
+        {n: d["use_gdr"] for n, d in new["gdr"]["GPU0"].items()}
+
+
+@pytest.mark.parametrize("args, says", [(("--nccl-version", "2.11"), "outside the versions"),
+                                        (("--nccl-version", "2.26", "--gdr-level", "P2C"), "P2C")])
+def test_topo_refuses_a_version_or_level_in_one_line(args, says):
+    proc = _topo(*args)
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1 and says in proc.stderr
