@@ -68,7 +68,7 @@ def read_gin(gin: dict, body: str) -> tuple[str, str] | None:
         mode = _GIN_PLUGIN_MODE.get(name)
         how = f" ({mode} mode: {_MODE_MEANING[mode].split(' (')[0]})" if mode else ""
         return body, (f"NCCL's one-sided (RMA) operations of this communicator go through {name}{how}; "
-                      "NCCL 2.29 to 2.30.4 log this line")
+                      f"NCCL {_rma_versions()} log this line")
     if body.startswith("GIN/Plugin: Could not find: "):
         gin["external"] = False
         return body, ("no external GIN plugin (libnccl-gin.so) installed: NCCL uses its own GIN backends over "
@@ -100,6 +100,13 @@ _GIN_WARN = {
     "User requested GIN but not all ranks in the communicator support GIN": (
         "some rank has no GIN-capable NIC, so a device communicator with GIN cannot be built"),
 }
+
+
+def _rma_versions() -> str:
+    """The releases that print "Assigned RMA plugin", from the version table."""
+    from . import versions
+    have = [v for v in versions.known_versions() if (versions.facts(v)["gin_assign_line"] or ("", False))[1]]
+    return f"{versions.format_version(have[0])} to {versions.format_version(have[-1])}" if have else "no release"
 
 
 def _gin_plugin(gin: dict, name: str, typ: str | None, body: str) -> tuple[str, str]:

@@ -98,6 +98,16 @@ TABLE: dict[str, list[tuple[Version, Any, str]]] = {
         ((2, 16, 2), ("INIT", "ENV"), _src("src/debug.cc", "v2.16.2-1")),
         ((2, 23, 4), ("INIT", "BOOTSTRAP", "ENV"), _src("src/debug.cc", "v2.23.4-1")),
     ],
+    # GPU-Initiated Networking: the line naming the communicator's GIN backend (None: no GIN, as in
+    # 2.28.3, whose tree has no src/gin), and whether an "Assigned RMA plugin" line follows it
+    "gin_assign_line": [
+        ((2, 12, 7), None, _src("src/plugin/net.cc", "v2.12.7-1")),
+        ((2, 28, 7), ("Assigned GIN plugin {name} to comm", False), _src("src/plugin/net.cc", "v2.28.7-1")),
+        ((2, 29, 2), ("Assigned GIN plugin {name} to comm", True), _src("src/plugin/net.cc", "v2.29.2-1")),
+        ((2, 30, 3), ("Assigned GIN plugin {name} to comm", True), _src("src/plugin/gin.cc", "v2.30.3-1")),
+        ((2, 30, 7), ("GIN/Plugin: Assigned plugin {name} type {type} to comm", False),
+         _src("src/plugin/gin.cc", "v2.30.7-1")),
+    ],
     # NCCL_IB_TIMEOUT's default (NCCL_PARAM(IbTimeout, "IB_TIMEOUT", n))
     "ib_timeout_default": [
         ((2, 12, 7), 14, _src("src/transport/net_ib.cc", "v2.12.7-1")),

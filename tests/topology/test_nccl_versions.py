@@ -191,3 +191,18 @@ def test_topo_applies_the_rule_of_the_version_asked():
 def test_topo_refuses_a_version_or_level_in_one_line(args, says):
     proc = _topo(*args)
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1 and says in proc.stderr
+
+
+@pytest.mark.parametrize("version, line, rma", [
+    ("2.28.3", None, None), ("2.28.7", "Assigned GIN plugin {name} to comm", False),
+    ("2.29.2", "Assigned GIN plugin {name} to comm", True), ("2.30.4", "Assigned GIN plugin {name} to comm", True),
+    ("2.30.7", "GIN/Plugin: Assigned plugin {name} type {type} to comm", False),
+])
+def test_gin_line_by_version(version, line, rma):
+    got = V.facts(version)["gin_assign_line"]
+    assert (got is None and line is None) or (got[0], got[1]) == (line, rma)
+
+
+def test_rma_line_versions_are_said_from_the_table():
+    p = nccl.parse_log("h:1:1 [0] NCCL INFO Assigned RMA plugin GIN_IB_PROXY to comm")
+    assert any("2.29.2 to 2.30.4" in r["meaning"] for r in p["summary"]["reasons"])
