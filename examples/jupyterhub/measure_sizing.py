@@ -6,7 +6,8 @@ Starts JupyterLab on fresh working copies of the student labs (``gdrlab lab``'s 
 environment), opens every lab in its own kernel through the server's sessions API, as a learner
 opening each notebook does, runs its code cells in order, and reads the resident memory (RSS, and
 USS where the kernel lets it be read) of the server and of each kernel from /proc (psutil), with
-the kernels left open, as a learner's are. Then runs ``gdrlab bench --path host`` (the live sweep
+the kernels left open, as a learner's are, and adds them up (RSS counts the shared libraries once
+per process, PSS shares them out, so the PSS total is what the learner adds to the machine). Then runs ``gdrlab bench --path host`` (the live sweep
 of lab 00) and reads how many cores it kept busy (CPU time of it and its local peer over wall
 time). Writes OUT_DIR/sizing.json, with the machine, the date and the load average before and
 after (a loaded machine inflates the times and the core count, not the memory).
@@ -51,9 +52,10 @@ def _http(url: str, token: str, body: dict | None = None) -> dict:
 
 def _memory(proc: psutil.Process) -> dict:
     info = {"rss_mib": round(proc.memory_info().rss / MIB, 1)}
-    try:
-        info["uss_mib"] = round(proc.memory_full_info().uss / MIB, 1)
-    except psutil.Error:
+    try:  # USS: pages only this process holds; PSS: its fair share of the shared ones
+        full = proc.memory_full_info()
+        info.update(uss_mib=round(full.uss / MIB, 1), pss_mib=round(full.pss / MIB, 1))
+    except (psutil.Error, AttributeError):
         pass
     return info
 
@@ -144,8 +146,10 @@ def main() -> int:
                                            kernel_cpu_s=round(cpu.user + cpu.system, 1))
                 print(f"{lab}: {result['labs'][lab]}", file=sys.stderr, flush=True)
             result["server_after"] = _memory(server_proc)
-            kernels = sum(v["rss_mib"] for v in result["labs"].values())
-            result["learner_total_rss_mib"] = round(result["server_after"]["rss_mib"] + kernels, 1)
+            for kind in ("rss_mib", "pss_mib"):  # RSS counts shared libraries once per process; PSS splits them
+                if all(kind in v for v in (result["server_after"], *result["labs"].values())):
+                    total = result["server_after"][kind] + sum(v[kind] for v in result["labs"].values())
+                    result[f"learner_total_{kind}"] = round(total, 1)
         finally:
             server.terminate()
             try:

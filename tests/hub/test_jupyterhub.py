@@ -170,6 +170,25 @@ c.JupyterHub.load_roles = [{{"name": "test-admin", "services": ["test-admin"],
                 if child.pid not in self.children:
                     self.children.append(child.pid)
 
+    def memory(self) -> dict[str, Any]:
+        """RSS (MiB) of the hub, its proxy, the class view and each person's server (with its kernels)."""
+        import psutil
+        assert self.proc is not None
+        hub = psutil.Process(self.proc.pid)
+        out: dict[str, Any] = {"hub": round(hub.memory_info().rss / 2**20, 1), "servers": []}
+        for child in hub.children():
+            with contextlib.suppress(psutil.Error):
+                line = " ".join(child.cmdline())
+                tree = [child, *child.children(recursive=True)]
+                rss = round(sum(p.memory_info().rss for p in tree) / 2**20, 1)
+                if "configurable-http-proxy" in line:
+                    out["proxy"] = rss
+                elif "class_service.py" in line:
+                    out["class view"] = rss
+                elif "singleuser.py" in line or "jupyterhub.singleuser" in line:
+                    out["servers"].append(rss)
+        return out
+
     def stop(self) -> None:
         """The hub stops its servers, the proxy and the class view on SIGTERM; whatever is left
         of the processes it started is killed."""
@@ -247,6 +266,7 @@ def test_workshop_hub_end_to_end(tmp_path, capsys):
     env = _requirements()
     import requests
     timings: dict[str, float] = {}
+    memory: dict[str, Any] = {}
     hub = Hub(tmp_path, env)
     hub.make_course()
     started = time.monotonic()
@@ -380,6 +400,8 @@ def test_workshop_hub_end_to_end(tmp_path, capsys):
                        "class state")
             assert "Alice Learner" in json.dumps(state), state
             assert requests.get(base + "api/state", timeout=30).status_code == 401
+
+        memory.update(hub.memory())
     finally:
         with timed(timings, "stop everything"):
             hub.stop()
@@ -388,6 +410,7 @@ def test_workshop_hub_end_to_end(tmp_path, capsys):
         timings["cores"] = os.cpu_count() or 0
         with capsys.disabled():
             print("\nJupyterHub test phases (s): " + json.dumps(timings, indent=1))
+            print("memory at the end, RSS MiB: " + json.dumps(memory))
         if os.environ.get("GDRLAB_ARTIFACTS"):
             out = Path(os.environ["GDRLAB_ARTIFACTS"])
             out.mkdir(parents=True, exist_ok=True)
