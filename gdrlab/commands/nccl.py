@@ -39,7 +39,7 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds a run may take (default 300)")
     p.add_argument("--save-log", default=None, metavar="FILE",
                    help="write the captured NCCL log here (with --compare: FILE.<name>)")
-    sub2 = p.add_subparsers(dest="nccl_action", metavar="[parse LOGFILE | recorded]", required=False,
+    sub2 = p.add_subparsers(dest="nccl_action", metavar="[parse LOGFILE | recorded | versions]", required=False,
                             title="instead of a run (optional)")
     parse = sub2.add_parser("parse", help="read a saved NCCL_DEBUG=INFO log",
                             description="Which transport NCCL chose for each pair of ranks and why, from "
@@ -49,6 +49,17 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     # SUPPRESS keeps `gdrlab nccl --json parse F` working: the parent's value is not overwritten
     parse.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                        help="print one JSON document on stdout and nothing else")
+    ver = sub2.add_parser("versions", help="NCCL's GDR rule and log format by release (2.12-2.30), with sources",
+                          description="What changed between NCCL releases in the GPUDirect RDMA decision and its "
+                                      "log lines (path type numbers, default NCCL_NET_GDR_LEVEL, the sending side's "
+                                      "rule, the per-pair line's level and subsystems, NCCL_IB_TIMEOUT, GIN), each "
+                                      "with the source file and release tag it was read at.")
+    ver.add_argument("--nccl-version", default=None, metavar="X.Y[.Z]",
+                     help="the facts of one release (e.g. 2.28.9) instead of every change")
+    vout = ver.add_mutually_exclusive_group()
+    vout.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                      help="print one JSON document on stdout and nothing else")
+    vout.add_argument("--csv", action="store_true", help="print the rows as CSV")
     rec = sub2.add_parser("recorded", help="the runs recorded on two NVLinked H200s, and the published logs")
     rec.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                      help="print one JSON document on stdout and nothing else")
@@ -194,6 +205,53 @@ def _run_recorded(args: argparse.Namespace) -> int:
     return 0
 
 
+VERSION_COLUMNS = ["fact", "since", "until", "value", "source"]
+
+
+def _version_rows(one: str | None) -> list[dict[str, Any]]:
+    from ..nccl import versions
+    if one is not None:
+        f = versions.facts(one)
+        return [{"fact": k, "since": None, "until": None, "value": _text(f[k]), "source": f["sources"][k]}
+                for k in versions.TABLE]
+    rows = []
+    for name, changes in versions.TABLE.items():
+        for i, (since, value, source) in enumerate(changes):
+            later = [v for v in versions.known_versions() if i + 1 < len(changes) and v < changes[i + 1][0]]
+            until = later[-1] if later else (versions.NEWEST if i + 1 == len(changes) else None)
+            if name == "default_gdr_level":
+                value = {"NCCL_NET_GDR_C2C=1": value[0], "NCCL_NET_GDR_C2C=0 or absent": value[1]}
+            rows.append({"fact": name, "since": versions.format_version(since),
+                         "until": versions.format_version(until) if until else None, "value": _text(value),
+                         "source": source})
+    return rows
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, dict):
+        return "; ".join(f"{k} {_text(v)}" for k, v in value.items())
+    if isinstance(value, (tuple, list)):
+        return " ".join(_text(v) for v in value)
+    return "none" if value is None else str(value)
+
+
+def _run_versions(args: argparse.Namespace) -> int:
+    import csv
+    rows = _version_rows(args.nccl_version)
+    if args.json:
+        from ..nccl import versions
+        emit_json({"rows": rows, "newest": versions.format_version(versions.NEWEST),
+                   "facts": versions.facts(args.nccl_version) if args.nccl_version else None})
+    elif args.csv:
+        w = csv.DictWriter(sys.stdout, fieldnames=VERSION_COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    else:
+        cols = VERSION_COLUMNS if args.nccl_version is None else ["fact", "value", "source"]
+        print(table(rows, cols))
+    return 0
+
+
 def _save(path: str | None, log: str) -> None:
     if path:
         Path(path).write_text(log)
@@ -206,6 +264,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_parse(args)
     if action == "recorded":
         return _run_recorded(args)
+    if action == "versions":
+        return _run_versions(args)
 
     disable = [d.strip() for d in args.disable.split(",") if d.strip()]
     kw = {"iters": args.iters, "timeout_s": args.timeout}

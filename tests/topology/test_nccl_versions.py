@@ -206,3 +206,27 @@ def test_gin_line_by_version(version, line, rma):
 def test_rma_line_versions_are_said_from_the_table():
     p = nccl.parse_log("h:1:1 [0] NCCL INFO Assigned RMA plugin GIN_IB_PROXY to comm")
     assert any("2.29.2 to 2.30.4" in r["meaning"] for r in p["summary"]["reasons"])
+
+
+def test_nccl_versions_command_lists_every_change_with_its_source():
+    import csv
+    import io
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    run = lambda *a: subprocess.run([sys.executable, "-m", "gdrlab", "nccl", "versions", *a],  # noqa: E731
+                                    capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    doc = json.loads(run("--json").stdout)
+    assert doc["newest"] == "2.30.7"
+    rows = {(r["fact"], r["since"]): r for r in doc["rows"]}
+    assert rows[("ib_timeout_default", "2.14.3")]["value"] == "18"
+    assert rows[("ib_timeout_default", "2.14.3")]["until"] == "2.22.3"
+    assert rows[("path_types", "2.27.3")]["until"] == "2.27.3"  # P2C after PXN in that release only
+    assert all(r["source"].startswith("NVIDIA/nccl src/") for r in doc["rows"])
+    one = json.loads(run("--nccl-version", "2.28.9", "--json").stdout)
+    assert one["facts"]["ib_timeout_default"] == 20 and one["facts"]["default_gdr_level"]["c2c_on"] == "PXB"
+    table = list(csv.DictReader(io.StringIO(run("--csv").stdout)))
+    assert len(table) == len(doc["rows"]) and set(table[0]) == {"fact", "since", "until", "value", "source"}
+    bad = run("--nccl-version", "9.9")
+    assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1
