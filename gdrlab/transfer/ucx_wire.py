@@ -23,16 +23,32 @@ import importlib.util
 import os
 import re
 import secrets
+import subprocess
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import InvalidArgument, Unavailable
 from ..vocab import MEMORY_KINDS, MODES
 from .buffers import cuda_status, native
-from .peers import check_timeout
+from .peers import ThreadPeer, check_timeout
 
-__all__ = ["WIRE", "UcxConnection", "status", "require_ucx", "default_tls", "split_protocol", "entry",
-           "wheel_library", "VERBS_TLS", "probe_output", "ucx_library", "PROBE_MEMORY", "PROBE_SIZES"]
+__all__ = [
+    "PROBE_MEMORY",
+    "PROBE_SIZES",
+    "VERBS_TLS",
+    "WIRE",
+    "UcxConnection",
+    "default_tls",
+    "entry",
+    "probe_output",
+    "require_ucx",
+    "split_protocol",
+    "status",
+    "ucx_library",
+    "wheel_library",
+]
 
 #: The wire's name: the ``wire`` and ``path`` of its rows.
 WIRE = "ucx"
@@ -200,7 +216,7 @@ class UcxConnection:
     def __enter__(self) -> "UcxConnection":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -282,9 +298,6 @@ def probe_output(mem: str = "host", tls: str | None = None, timeout_s: float = 6
     the variable once, at start) moves :data:`PROBE_SIZES` between two workers (this process's
     thread peer), ``mem`` memory on both sides, over ``tls`` (``None``: :func:`default_tls`).
     Returns (stdout and stderr together, what was run)."""
-    import subprocess
-    import sys
-
     if mem not in PROBE_MEMORY:
         raise InvalidArgument(f"--mem must be one of {', '.join(PROBE_MEMORY)}, got {mem!r}")
     kind = PROBE_MEMORY[mem]
@@ -296,8 +309,8 @@ def probe_output(mem: str = "host", tls: str | None = None, timeout_s: float = 6
     cmd = [sys.executable, "-m", "gdrlab.transfer.ucx_wire", kind]
     pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=env, timeout=timeout_s,
-                              cwd=pkg_root, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True, errors="replace", env=env,
+                              timeout=timeout_s, cwd=pkg_root, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise Unavailable(f"the UCX probe did not finish within {timeout_s:.0f} s") from None
     if proc.returncode != 0:
@@ -313,16 +326,12 @@ def probe_output(mem: str = "host", tls: str | None = None, timeout_s: float = 6
 
 def _probe(kind: str) -> None:
     """The probe process: a thread peer and one verified latency test per probe size."""
-    from .peers import ThreadPeer
-
-    with ThreadPeer(timeout_s=30.0) as peer:
-        with UcxConnection("127.0.0.1", peer.port, peer.token, 30.0, src_mem=kind, dst_mem=kind) as conn:
-            for size in PROBE_SIZES:
-                if not conn.measure("host", size, mode="lat", iters=2, warmup=1)[2]:
-                    raise SystemExit(f"size {size} was not verified")
+    with ThreadPeer(timeout_s=30.0) as peer, \
+            UcxConnection("127.0.0.1", peer.port, peer.token, 30.0, src_mem=kind, dst_mem=kind) as conn:
+        for size in PROBE_SIZES:
+            if not conn.measure("host", size, mode="lat", iters=2, warmup=1)[2]:
+                raise SystemExit(f"size {size} was not verified")
 
 
 if __name__ == "__main__":
-    import sys
-
     _probe(sys.argv[1] if len(sys.argv) > 1 else "pageable")

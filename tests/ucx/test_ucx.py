@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import os
 from pathlib import Path
@@ -75,7 +76,7 @@ def test_a_table_printed_twice_is_one_set_of_rows():
     for variant in ("", "fast-completion", "multi"):
         t = [r for r in once if r["operation"].startswith("tagged") and r["variant"] == variant]
         assert t[0]["min_bytes"] == 0 and t[-1]["max_bytes"] is None
-        assert all(a["max_bytes"] + 1 == b["min_bytes"] for a, b in zip(t, t[1:]))
+        assert all(a["max_bytes"] + 1 == b["min_bytes"] for a, b in itertools.pairwise(t))
 
 
 def test_two_cell_title_and_shared_lanes():
@@ -201,7 +202,7 @@ def test_protocols_command_json_and_csv(run_cli):
     doc = json.loads(run_cli("ucx", "protocols", "--json", timeout=120).stdout)
     assert doc["rows"] and all(r["operation"].startswith("tagged message") for r in doc["rows"])
     assert doc["provenance"]["kind"] == "live" and doc["provenance"]["memory"] == "host"
-    first = [r for r in doc["rows"] if r["variant"] == ""][0]
+    first = next(r for r in doc["rows"] if r["variant"] == "")
     assert first["min_bytes"] == 0 and "tcp/" in first["transports"]
     out = run_cli("ucx", "protocols", "--csv", "--all", timeout=120).stdout
     table = list(csv.DictReader(io.StringIO(out)))
