@@ -136,6 +136,18 @@ def read_ofi(ofi: dict, body: str) -> tuple[str, str] | None:
         ofi["libfabric_api"] = msg[len("Using Libfabric version "):].strip()
         return body, (f"the plugin talks to libfabric {ofi['libfabric_api']}: with 1.18 or later the EFA provider "
                       "can be told not to call CUDA itself, which the plugin needs before it hands GPU memory over")
+    if msg.startswith("Using Libfabric ") and msg.endswith(" support") and " API, with " in msg:
+        # TRACE builds: "Using Libfabric 1.18 API, with GPUDirect RDMA support" (1.20: "DMA-BUF support")
+        api = msg[len("Using Libfabric "):].split(" ", 1)[0]
+        ofi["libfabric_api"] = ofi["libfabric_api"] or api
+        if api == "1.6":
+            _gdr(ofi, True, body)
+            return body, "a provider with FI_HMEM (GPU memory) was found through the libfabric 1.6 API: GDR on"
+        return body, (f"a provider with FI_HMEM (GPU memory) was found through the libfabric {api} API; whether GDR "
+                      "is used is settled once an endpoint agrees to stay out of CUDA")
+    if msg.startswith("Could not find any optimal provider supporting GPUDirect RDMA"):
+        _gdr(ofi, False, body)
+        return body, "no libfabric provider here takes GPU memory: GPU data is staged through host memory"
     if msg.startswith(("Selected Provider is ", "Selected provider is ")):
         return body, _provider(ofi, msg[len("Selected Provider is "):])
     if msg.startswith("Using transport protocol "):

@@ -125,3 +125,12 @@ def test_cli_parses_an_excerpt_by_name_and_lists_them():
     assert {p["name"] for p in listed["plugin_excerpts"]} == EXCERPTS
     bad = _gdrlab("nccl", "parse", "no-such-log")
     assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1 and "ofi-issue-715" in bad.stderr
+
+
+def test_trace_lines_of_the_provider_search():
+    on = nccl.parse_log("h:1:1 [0] NCCL TRACE NET/OFI Using Libfabric 1.6 API, with GPUDirect RDMA support")
+    assert on["ofi"]["gdr"] is True and on["ofi"]["libfabric_api"] == "1.6"
+    open_ = nccl.parse_log("h:1:1 [0] NCCL TRACE NET/OFI Using Libfabric 1.18 API, with GPUDirect RDMA support")
+    assert open_["ofi"]["gdr"] is None  # 1.18: settled only when an endpoint turns CUDA calls off
+    off = nccl.parse_log("h:1:1 [0] NCCL TRACE NET/OFI Could not find any optimal provider supporting GPUDirect RDMA")
+    assert off["ofi"]["gdr"] is False
