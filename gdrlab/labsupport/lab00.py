@@ -13,6 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .. import provenance
+from ..hw import path_availability
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -66,8 +67,6 @@ def paths_table(report: dict[str, Any]) -> pd.DataFrame:
     """One row per path: available, reason, fix (a DataFrame)."""
     import pandas as pd
 
-    from ..hw import path_availability
-
     paths = report.get("paths") or path_availability(report)
     return pd.DataFrame([{"path": p, **v} for p, v in paths.items()]).set_index("path")
 
@@ -99,7 +98,6 @@ def h200_report() -> tuple[dict, str]:
 
     Both carry ``report["provenance"]`` (a dict, kind ``recorded``) and ``report["paths"]``.
     """
-    from ..hw import path_availability
     from ..recorded import RecordedDataMissing, load_report
 
     try:
