@@ -236,7 +236,7 @@ def _measure(MPI: Any, comm: Any, rank: int, sizes: list[int], mine: str, mode: 
 # Options of `gdrlab bench` that another wire takes and this one does not (name: flag).
 _NOT_HERE = {"peer": "--peer", "bidir": "--bidir", "rate": "--rate", "duration": "--duration",
              "streams": "--streams", "qps": "--qps", "chunk": "--chunk", "depth": "--depth",
-             "explain": "--explain", "mpi": "--mpi"}
+             "explain": "--explain"}
 
 
 def from_options(opts: dict, progress: Callable[..., Any] | None = None) -> tuple[int, Any]:
@@ -248,7 +248,7 @@ def from_options(opts: dict, progress: Callable[..., Any] | None = None) -> tupl
         if world_rank() != 0:
             return _QUIET, None
         raise InvalidArgument(f"--wire mpi does not take {', '.join(given)}: the MPI library moves the data "
-                              "between the two ranks mpirun started (and --mpi is implied)")
+                              "between the two ranks mpirun started")
     path = opts.get("path")
     if path not in (None, "host", "mpi"):
         from .mpi import world_rank
