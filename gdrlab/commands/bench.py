@@ -8,12 +8,19 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InvalidArgument
+from ..topology import from_sysfs
+from ..topology._tree import parse_cpulist
+from ..transfer.lanes import Parity
+from ..transfer.stats import COLUMN_ANCHORS, PARITY_COLUMNS
 from ..vocab import (
+    BENCH_COLUMNS,
     BENCH_MODES,
     BENCH_TABLE_COLUMNS,
     DEFAULT_CHUNK_BYTES,
     DEFAULT_PIPELINE_DEPTH,
+    MEMORY_KINDS,
     WIRES,
+    path_info,
     paths_over,
 )
 from ._common import (
@@ -87,7 +94,6 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 def _add_parity(p: argparse.ArgumentParser) -> None:
     """The options a perftest or OSU user looks for (each help names its counterpart)."""
-    from ..vocab import MEMORY_KINDS
     p.add_argument("--bidir", action="store_true",
                    help="bandwidth in both directions at once; bw_gbps counts both (perftest -b, osu_bibw; tcp)")
     p.add_argument("--rate", action="store_true",
@@ -142,8 +148,6 @@ def _explained(df: pd.DataFrame, device: Any) -> pd.DataFrame:
 
 def _columns(names: list[str]) -> list[dict[str, str]]:
     """Each row field with its unit, meaning and the perftest/OSU option or column it matches."""
-    from ..transfer.stats import COLUMN_ANCHORS, PARITY_COLUMNS
-    from ..vocab import BENCH_COLUMNS
     known = {c.name: (c.unit, c.meaning) for c in BENCH_COLUMNS}
     known.update({n: (u, m) for n, u, m in PARITY_COLUMNS})
     out = []
@@ -175,7 +179,6 @@ def _print(df: pd.DataFrame, args: argparse.Namespace) -> None:
         emit_json({"rows": rows, "provenance": df.attrs.get("provenance", {}), **extra,
                    "columns": _columns(list(df.columns)), **notes})
     else:
-        from ..transfer.stats import PARITY_COLUMNS
         cols = list(BENCH_TABLE_COLUMNS) + [n for n, _, _ in PARITY_COLUMNS if n in df.columns] + (
             [c for c in EXPLAIN_COLUMNS if c in df.columns] if getattr(args, "explain", False) else [])
         print(table([{k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows], cols))
@@ -271,7 +274,6 @@ def resolve_token(args: argparse.Namespace) -> tuple[str | None, list[str]]:
 
 def _parity(args: argparse.Namespace) -> Any:
     """The parity options as the driver takes them; one line for a combination that cannot be."""
-    from ..transfer.lanes import Parity
     if args.csv and args.json:
         raise InvalidArgument("--csv and --json exclude each other: pick one output")
     if args.streams is not None and (args.wire or "tcp") != "tcp":
@@ -291,9 +293,6 @@ def pin_cpus(text: str, path: str, wire: str | None, device: Any) -> tuple[list[
     """Pins this process (and so the local peer it starts, which inherits the mask) to CPUs:
     ``auto`` (the NUMA node of the GPU, or of the nearest NIC, from the topology) or a list such as
     ``0-3,8``. Returns (the CPUs, a note saying why); one line when it cannot."""
-    from ..topology import from_sysfs
-    from ..topology._tree import parse_cpulist
-    from ..vocab import path_info
     allowed = os.sched_getaffinity(0)
     if text != "auto":
         try:

@@ -19,14 +19,23 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import InvalidArgument, PeerTimeout, Unavailable
-from ..vocab import MEMORY_KINDS, path_info, wants_bandwidth, wants_latency
+from ..vocab import MEMORY_KINDS, WIRES, path_info, wants_bandwidth, wants_latency
 from .buffers import Buffer, native
-from .stats import GBITS_PER_GBPS, Adaptive, auto_counts, median_ci, result_columns, summarize
+from .stats import (
+    GBITS_PER_GBPS,
+    Adaptive,
+    auto_counts,
+    median_ci,
+    result_columns,
+    summarize,
+)
 
 __all__ = ["Parity", "check_parity", "LanesPeer", "measure_size", "lane_sizes"]
 
 #: Adaptive runs: above this size a sample costs enough that fewer make the first batch.
 SMALL_BYTES = 256 << 10
+#: The wires whose both sides the engine carries: the memory kinds follow the path there.
+ENGINE_WIRES = WIRES
 #: The most lanes one test spreads over (perftest's -q takes more, but a class server has 64 places).
 MAX_LANES = 16
 
@@ -71,6 +80,8 @@ def check_parity(p: Parity, path: str, wire: str, mode: str, iters: int | None) 
     for flag, asked, natural in (("--src-mem", p.src_mem, src), ("--dst-mem", p.dst_mem, dst)):
         if asked is not None and asked not in MEMORY_KINDS:
             raise InvalidArgument(f"{flag} must be one of {', '.join(MEMORY_KINDS)}, got {asked!r}")
+    if wire not in ENGINE_WIRES:
+        return  # a library wire (ucx) checks the memory kinds it can move in its require()
     if p.src_mem is not None and p.src_mem != src and not (src == "pageable" and p.src_mem == "pinned"):
         other = "a GPU path (staged, shared, pipelined)" if p.src_mem == "device" else "--path host"
         raise InvalidArgument(f"--src-mem {p.src_mem}: path {path!r} moves {src} memory on this side; "
@@ -215,7 +226,9 @@ def _collect(call: Callable[[int, int], tuple[Any, float, bool, dict[str, Any]]]
 
 
 def _buffers(conns: list[Any], parts: list[int], kind: str | None, device: int) -> list[Buffer | None]:
-    if kind is None or kind == "pageable":
+    """This side's message buffers of ``kind`` (None: the engine allocates the path's kind; a
+    library wire allocates its own)."""
+    if kind is None or kind == "pageable" or getattr(conns[0], "wire", "") not in ENGINE_WIRES:
         return [None] * len(parts)
     return [Buffer(n, kind, device) for n in parts]
 
