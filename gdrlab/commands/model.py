@@ -254,7 +254,13 @@ def _other_route(model: ModuleType, args: argparse.Namespace, action: str) -> in
     initiated, storage = model.initiated, model.storage
 
     own = storage.STORAGE_PARAMS if action == "storage" else initiated.INITIATED_PARAMS
-    mine = {k: v for k, v in _overrides(args.set).items() if k in own}
+    given = _overrides(args.set)
+    mine = {k: v for k, v in given.items() if k in own}
+    known = set(model.param_names()) | set(model.params.ALIASES)
+    for key in given:
+        if key not in own and key not in known:
+            raise InvalidArgument(f"--set {key}: not a parameter of the {action} route ({', '.join(own)}) "
+                                  "nor of a profile (gdrlab model show lists those)")
     prof, _ = _profile(args, skip=tuple(mine))
     label = f"[modelled, {prof.level} level]"
     sizes = args.sizes if args.sizes != "8:64M" else ("4K:1G" if action == "storage" else "8:1M")

@@ -60,6 +60,7 @@ def test_gpu_initiated_json_and_text(capsys):
     (["model", "storage", "--bounce", "lots"], "--bounce"),
     (["model", "storage", "--set", "drive_read_gbps=-1"], "drive_read_gbps"),
     (["model", "gpu-initiated", "--profile", "h200-lab"], "no RDMA NIC"),
+    (["model", "storage", "--set", "warp_drive=9"], "not a parameter of the storage route"),
 ])
 def test_bad_input_one_line(capsys, argv, words):
     assert main(argv) != 0
