@@ -298,10 +298,11 @@ def test_workshop_hub_end_to_end(tmp_path, capsys):
             assert set(users) == {*LEARNERS, INSTRUCTOR}, users
             assert users[INSTRUCTOR]["admin"] and not any(users[n]["admin"] for n in LEARNERS)
 
-        with timed(timings, "start 4 servers"):
-            for name in (*LEARNERS, INSTRUCTOR):
-                resp = hub.api("POST", f"/hub/api/users/{name}/server")
-                assert resp.status_code in (201, 202), f"start {name}: HTTP {resp.status_code}: {resp.text}"
+        with timed(timings, "start 4 servers (each from its own login session)"):
+            for name in (*LEARNERS, INSTRUCTOR):  # what the browser does after logging in
+                resp = sessions[name].get(f"{hub.url}/hub/spawn", allow_redirects=False, timeout=60)
+                assert resp.status_code == 302 and f"/{name}" in resp.headers["Location"], (
+                    f"start {name}: HTTP {resp.status_code} {resp.headers.get('Location')}\n{resp.text[:500]}")
             for name in (*LEARNERS, INSTRUCTOR):
                 wait_for(f"{name}'s server",
                          lambda n=name: hub.api("GET", f"/hub/api/users/{n}").json()["servers"].get("", {}).get("ready"),
