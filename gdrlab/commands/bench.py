@@ -371,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
                    window=args.window, warmup=args.warmup, timeout_s=args.timeout, progress=_progress(args),
                    local_peer=args.local_peer, parity=parity)
     except Unavailable as exc:
-        if args.wire == "verbs":  # the recordings are tcp rows: no stand-in for a missing HCA
+        if args.wire not in (None, "tcp"):  # the recordings are tcp rows: no stand-in for a missing HCA or UCX
             raise
         raise Unavailable(f"{exc}{_recorded_hint(args.path)}") from exc
     _print(df, args)

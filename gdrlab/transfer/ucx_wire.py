@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidArgument, Unavailable
+from ..ucx import parse_proto_info
 from ..vocab import MEMORY_KINDS, MODES
 from .buffers import cuda_status, native
 from .peers import ThreadPeer, check_timeout
@@ -225,6 +226,25 @@ class _Link:
     conn: UcxConnection
     stack: contextlib.ExitStack
     protocols: dict[int, tuple[str, str]]
+    table: list[dict[str, Any]] | None = None  # UCX_PROTO_INFO's tagged-send rows, read once when needed
+
+
+def _from_table(link: _Link, size: int) -> tuple[str, str]:
+    """(protocol, transports) UCX's own table gives for a tagged send of ``size`` bytes from this
+    link's memory over its transports (:func:`probe_output`, once per link); (UNKNOWN, "") where
+    the table cannot be had."""
+    if link.table is None:
+        mem = "cuda" if link.conn.src_mem == "device" else "host"
+        try:
+            text, _ = probe_output(mem, link.conn.tls or None)
+            link.table = [r for r in parse_proto_info(text)
+                          if r["operation"].startswith("tagged message") and r["variant"] == ""]
+        except (Unavailable, InvalidArgument):
+            link.table = []
+    for r in link.table:
+        if r["min_bytes"] <= size and (r["max_bytes"] is None or size <= r["max_bytes"]):
+            return str(r["protocol"]), str(r["transports"])
+    return UNKNOWN, ""
 
 
 def _memory(opts: Any) -> tuple[str, str]:
@@ -265,9 +285,14 @@ def entry(wire_cls: Any, connect: Callable[..., Any], measure_size: Callable[...
     def run(link: _Link, opts: Any, size: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         row, kept, info = measure_size(link.conn, opts, size)
         proto, lanes = split_protocol(str(info.get("protocol", "")))
+        source = "ucp_request_query"
+        if proto == UNKNOWN:  # UCX completed the message at once and said nothing: ask its table
+            proto, lanes = _from_table(link, size)
+            source = "UCX_PROTO_INFO" if proto != UNKNOWN else ""
         link.protocols[size] = (proto, lanes)
         row["path"] = WIRE
         row["protocol"] = proto
+        row["protocol_source"] = source
         row["ucx_transports"] = lanes
         return row, kept, info
 
@@ -280,8 +305,9 @@ def entry(wire_cls: Any, connect: Callable[..., Any], measure_size: Callable[...
                 "ucx_tls": (link.conn.tls if link is not None and link.conn.tls else f"$UCX_TLS={_tls_env()}"),
                 "ucx_net_devices": os.environ.get("UCX_NET_DEVICES", ""),
                 "src_mem": src, "dst_mem": dst,
-                "protocol_source": "ucp_request_query on each size's verification message ('unknown': UCX "
-                                   "completed it at once; `gdrlab ucx protocols` shows UCX's whole table)",
+                "protocol_source": "per row: ucp_request_query on the size's verification message, or where UCX "
+                                   "completed that at once, UCX_PROTO_INFO's table for a tagged send of this "
+                                   "memory over these transports (a probe process, `gdrlab ucx protocols`)",
                 "ucx_verbs": st.get("verbs_note") or "verbs transports present"}
 
     return wire_cls(require, open_, run, lambda link: link.stack.close(), describe)

@@ -150,6 +150,9 @@ def test_bench_over_ucx_with_a_thread_peer():
     assert list(df["verified"]) == [True, True]
     assert set(df["path"]) == {"ucx"} and "protocol" in df.columns
     assert df.attrs["provenance"]["peer"] == "local thread"
+    # each row names UCX's protocol, from the request or (completed at once) from UCX's table
+    assert all(p != "unknown" for p in df["protocol"])
+    assert set(df["protocol_source"]) <= {"ucp_request_query", "UCX_PROTO_INFO"}
 
 
 @needs_ucx
@@ -181,7 +184,7 @@ def test_verbs_transports_on_a_ucx_without_verbs_say_so(run_cli):
         pytest.skip("this UCX has verbs transports: nothing to refuse")
     proc = run_cli("bench", "--wire", "ucx", "--sizes", "8", env={"UCX_TLS": "rc,tcp"})
     assert proc.returncode == 1 and "built without verbs" in proc.stderr and "no rc/dc/ud" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Recorded" not in proc.stderr  # no tcp recording offered
     proc = run_cli("ucx", "protocols", "--tls", "dc", "--json")
     assert proc.returncode == 1 and "built without verbs" in json.loads(proc.stdout)["error"]["message"]
 
