@@ -57,17 +57,24 @@ def _sweep(paths: list[str], sizes: list[int], budget: float | None) -> tuple[di
     path. A path's seconds include opening its connection where it opens one."""
     secs: dict[str, float] = {}
     rows: dict[str, dict[int, dict]] = {}
+
+    def timed(sweep: Sweep, p: str, s: int) -> dict:
+        t = time.perf_counter()
+        row = dict(sweep.row(s, path=p)[0])
+        row["seconds"] = time.perf_counter() - t  # the first size of a connection includes opening it
+        return row
+
     if budget is None:
         for p in paths:
             t0 = time.perf_counter()
             with Sweep(p, local_peer="thread") as sweep:
-                rows[p] = {s: sweep.row(s)[0] for s in sizes}
+                rows[p] = {s: timed(sweep, p, s) for s in sizes}
             secs[p] = time.perf_counter() - t0
         return secs, rows
     with Sweep(opts=options(paths[0], [1], parity=Parity(duration=budget)), local_peer="thread") as sweep:
         for p in paths:
             t0 = time.perf_counter()
-            rows[p] = {s: sweep.row(s, path=p)[0] for s in sizes}
+            rows[p] = {s: timed(sweep, p, s) for s in sizes}
             secs[p] = time.perf_counter() - t0
     return secs, rows
 
@@ -85,6 +92,8 @@ def _ratios(fixed: list[dict], adaptive: list[dict], paths: list[str], sizes: li
                 r[f"{col}_ratio"] = a / f if f else None
             r["iters_fixed"] = fixed[0][p][s]["iters"]
             r["iters_adaptive"] = statistics.median(run[p][s]["iters"] for run in adaptive)
+            r["seconds_fixed"] = statistics.median(run[p][s]["seconds"] for run in fixed)
+            r["seconds_adaptive"] = statistics.median(run[p][s]["seconds"] for run in adaptive)
             out[p].append(r)
     return out
 

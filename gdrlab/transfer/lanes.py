@@ -33,7 +33,7 @@ from .stats import (
 __all__ = ["Parity", "check_parity", "LanesPeer", "measure_size", "lane_sizes"]
 
 #: Adaptive runs: above this size a sample costs enough that fewer make the first batch.
-SMALL_BYTES = 256 << 10
+SMALL_BYTES = 1 << 20
 #: The wires whose both sides the engine carries: the memory kinds follow the path there.
 ENGINE_WIRES = WIRES
 #: The most lanes one test spreads over (perftest's -q takes more, but a class server has 64 places).

@@ -105,3 +105,40 @@ def test_one_sweep_measures_several_paths_over_one_connection():
             sweep.row(64, path="p2p")  # crosses no wire: refused, the connection stays
         sweep.row(4096, path="host")
         assert sweep._link is link
+
+
+# ------------------------------------------------------------------------------ GPU paths (stand-in libcuda)
+GPU_SCRIPT = """
+    import json
+    from gdrlab.transfer import driver
+    from gdrlab.transfer.lanes import Parity
+    out = {}
+    for path in ("staged", "shared", "pipelined"):
+        for name, par in (("bidir", Parity(bidir=True, src_mem="device", dst_mem="device")),
+                          ("lanes", Parity(lanes=2, rate=True))):
+            df = driver.bench(path, [4096, 1 << 20], mode="bw", iters=3, warmup=0, local_peer="thread", parity=par)
+            out[f"{path}-{name}"] = df.to_dict(orient="records")
+    # one adaptive sweep, one connection, every path (what bench/sweep_speed.py times)
+    opts = driver.options("host", [1], parity=Parity(duration=0.05))
+    with driver.Sweep(opts=opts, local_peer="thread") as sweep:
+        link = None
+        for path in ("host", "staged", "shared", "pipelined"):
+            out["sweep-" + path] = sweep.row(65536, path=path)[0]
+            link = link or sweep._link
+            out["same_link"] = out.get("same_link", True) and sweep._link is link
+    print(json.dumps(out, default=str))
+"""
+
+
+def test_gpu_paths_take_the_parity_options(fake_cuda_dir):
+    from standins import run_with_fake_cuda
+    out = run_with_fake_cuda(fake_cuda_dir, GPU_SCRIPT)
+    for path in ("staged", "shared", "pipelined"):
+        bidir, lanes = out[f"{path}-bidir"], out[f"{path}-lanes"]
+        assert all(r["verified"] is True and r["bidir"] is True and r["bw_gbps"] > 0 for r in bidir), bidir
+        assert all((r["src_mem"], r["dst_mem"]) == ("device", "device") for r in bidir)
+        assert all(r["verified"] is True and r["lanes"] == 2 and r["msg_rate_mps"] > 0 for r in lanes), lanes
+    assert out["same_link"] is True
+    for path in ("host", "staged", "shared", "pipelined"):
+        row = out["sweep-" + path]
+        assert row["path"] == path and row["verified"] is True and row["lat_p50_us"] > 0
