@@ -59,9 +59,9 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
                         "library between two ranks of mpirun -n 2 (GPU memory needs a CUDA-aware MPI)")
     p.add_argument("--sizes", default="8:1M", help="e.g. 8,4K,1M or a range 8:64M (powers of two); default 8:1M")
     p.add_argument("--iters", default=None, help="timed iterations per size (default: by size)")
-    p.add_argument("--warmup", default=None, help="untimed iterations before each test (default: by size)")
+    p.add_argument("--warmup", default=None, help="untimed iterations before each test (osu -x; default: by size)")
     p.add_argument("--window", default=None,
-                   help="bandwidth messages in flight (default: by size)")
+                   help="bandwidth messages in flight (osu -W; default: by size)")
     p.add_argument("--mode", default="both", choices=list(BENCH_MODES))
     p.add_argument("--peer", default=None, metavar="HOST:PORT", help="a running `gdrlab serve`")
     p.add_argument("--local-peer", default="auto", choices=["auto", "process", "thread"],
@@ -106,10 +106,11 @@ def _add_parity(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gbits", action="store_true",
                    help="add bw_gbits: bandwidth in Gb/s, 10**9 bits per second (perftest --report_gbits)")
     p.add_argument("--src-mem", default=None, choices=list(MEMORY_KINDS),
-                   help="this side's message memory (default: the path's: pageable for host, device for GPU "
-                        "paths; host also takes pinned)")
+                   help="this side's message memory (tcp, verbs: the path's kind, pageable for host and "
+                        "device for GPU paths, host also takes pinned; --wire ucx: what UCX can move)")
     p.add_argument("--dst-mem", default=None, choices=list(MEMORY_KINDS),
-                   help="the peer's message memory; the peer allocates the path's kind, so only that is accepted")
+                   help="the peer's message memory (tcp, verbs: the peer allocates the path's kind, so only "
+                        "that is accepted; --wire ucx: what UCX can move)")
     p.add_argument("--cpu-affinity", default=None, metavar="auto|LIST",
                    help="pin this process and the local peer to CPUs: auto (the NUMA node of the GPU, or of "
                         "the NIC for the verbs wire, from the topology) or a list such as 0-3,8")
