@@ -36,7 +36,7 @@ def test_doctor_json_contract():
     assert r["paths"]["host"]["available"] is True
     for g in r["gpus"]:
         assert GPU_KEYS <= set(g)
-    assert set(r["libraries"]) == {"libcuda.so.1", "libnvidia-ml.so.1", "libibverbs.so.1", "libgdrapi.so.2"}
+    assert set(r["libraries"]) == {"libcuda.so.1", "libnvidia-ml.so.1", "libibverbs.so.1", "libgdrapi.so.2", "libucp.so.0"}
     for lib in r["libraries"].values():
         assert lib["found"] or lib["reason"]  # found, or says why not
     assert {"nvidia_peermem_loaded", "dmabuf_usable"} <= set(r["peer_memory"])
