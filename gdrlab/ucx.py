@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["parse_proto_info", "parse_range", "PROTOCOL_COLUMNS"]
+__all__ = ["PROTOCOL_COLUMNS", "parse_proto_info", "parse_range"]
 
 #: The columns of a protocol row, in order.
 PROTOCOL_COLUMNS = ("endpoint", "operation", "variant", "memory", "range", "min_bytes", "max_bytes", "protocol",
