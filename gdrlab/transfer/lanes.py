@@ -76,6 +76,8 @@ def check_parity(p: Parity, path: str, wire: str, mode: str, iters: int | None) 
             raise InvalidArgument(f"--duration needs a wire; path {path!r} copies between GPUs of this machine")
     if not (isinstance(p.lanes, int) and 1 <= p.lanes <= MAX_LANES):
         raise InvalidArgument(f"lanes (--streams, --qps) must be between 1 and {MAX_LANES}, got {p.lanes!r}")
+    if p.lanes > 1 and not wants_bandwidth(mode):
+        raise InvalidArgument("--streams/--qps spread bandwidth over lanes: use --mode bw or both, not lat")
     src, dst = natural_kinds(path)
     for flag, asked, natural in (("--src-mem", p.src_mem, src), ("--dst-mem", p.dst_mem, dst)):
         if asked is not None and asked not in MEMORY_KINDS:

@@ -10,6 +10,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..units import RATE_UNITS
+
 __all__ = ["ProgressFn", "Summary", "summarize", "result_columns", "auto_counts", "median_ci", "Adaptive",
            "PARITY_COLUMNS", "COLUMN_ANCHORS", "GBITS_PER_GBPS"]
 
@@ -127,7 +129,7 @@ class Adaptive:
 
 
 #: perftest's --report_gbits unit (10**9 bits per second) per GB/s (10**9 bytes per second).
-GBITS_PER_GBPS = 8.0
+GBITS_PER_GBPS = RATE_UNITS["GB/s"] / RATE_UNITS["Gb/s"]
 
 # The columns `gdrlab bench` adds for its parity options: name, unit, what it holds.
 _PARITY_SCHEMA = """

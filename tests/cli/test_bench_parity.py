@@ -153,6 +153,7 @@ def test_cpu_affinity_pins_this_process(capsys):
     (["--streams", "2", "--wire", "verbs"], "on the verbs wire use --qps"),
     (["--qps", "2"], "add --wire verbs"),
     (["--streams", "0"], "--streams"),
+    (["--streams", "2", "--mode", "lat"], "spread bandwidth over lanes"),
     (["--streams", "17"], "--streams"),
     (["--bidir", "--wire", "verbs"], "--bidir runs on the tcp wire only"),
     (["--src-mem", "device"], "use a GPU path"),
