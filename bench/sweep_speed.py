@@ -13,7 +13,10 @@ Measured in one run, median of --reps repetitions, the two methods alternating s
     python bench/sweep_speed.py OUT_DIR [--paths host,staged,shared,pipelined] [--sizes 8:64M]
                                 [--reps 3] [--budget 0.08] [--streams 1,2,4]
 
-Writes OUT_DIR/sweep_speed.json. Paths this machine cannot run are listed with the reason.
+Both sweeps serve from a thread peer for every path (GPU paths need it; host takes it too so the
+two methods differ only in how they count iterations and connect). Writes OUT_DIR/sweep_speed.json
+(seconds and iterations per size for both methods too). Paths this machine cannot run are listed
+with the reason.
 Targets (issue: fast live sweeps): the staged+shared+pipelined adaptive sweep <= 6 s on an H200,
 every size's adaptive p50 within 5 % of the fixed one.
 """
