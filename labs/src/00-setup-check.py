@@ -147,6 +147,19 @@ spread = lab00.host_spread(size=8, repeats=3 if QUICK else 5, iters=500 if QUICK
 display(lab00.spread_figure(spread))
 print(lab00.spread_note(spread))
 
+# %% [markdown] id="00-class-view"
+# ### In a workshop: your machine on the instructor's screen
+#
+# If your instructor runs a class view ([docs/class-view.md](../docs/class-view.md)) and you joined
+# it once (`gdrlab class join URL --name NAME` in a terminal, with the URL they shared), the button
+# sends this machine's doctor report and a short `host` sweep, so the room's machines appear side
+# by side. Nothing leaves this machine until you press it; without a class it says how to join.
+
+# %% id="00-class-view-button"
+from gdrlab.classroom import submit_button
+
+submit_button(lab00.host_sweep("8:64K")[0], lab="00-setup-check")
+
 # %% [markdown] id="00-recorded-h200-machine"
 # ## 4. The recorded H200 machine
 #
