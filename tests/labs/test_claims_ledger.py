@@ -97,3 +97,21 @@ def test_the_ledger_catches_an_unlisted_version():
     assert VERSIONED.search("since NCCL 2.31 the rule changed")
     assert VERSIONED.search("with driver 595 the exporter maps it")
     assert not VERSIONED.search("the lab's own recording shows 4.35 µs")
+
+
+def test_the_ledgers_nccl_rows_agree_with_the_version_table():
+    """The NCCL rows quote versions the kit's table (gdrlab.nccl.versions, read in NCCL's source at
+    each tag) also holds: first GIN release, first TRACE-only per-pair line, IB timeout history."""
+    from gdrlab.nccl import versions as v
+
+    rows = {r["id"]: r["claim"] for r in _rows()}
+    first = {name: next(since for since, val, _ in v.TABLE[name] if val) for name in ("gin_assign_line",)}
+    assert f"NCCL {v.format_version(first['gin_assign_line'])}" in rows["nccl-gin"]
+    trace = next(since for since, (level, _, _), _ in v.TABLE["gdr_pair_line"] if level == "TRACE")
+    assert f"TRACE from {v.format_version(trace)}" in rows["nccl-gdr-log-line"]
+    timeouts = {val: since for since, val, _ in reversed(v.TABLE["ib_timeout_default"])}
+    assert f"defaults to 20" in rows["nccl-ib-timeout"] and f"from {v.format_version(timeouts[20])}" in rows["nccl-ib-timeout"]
+    c2c = v.path_types("2.26.2").index("C2C")
+    assert f"C2C inserted as {c2c} from 2.26.2" in rows["nccl-path-numbers"]
+    assert f"SYS is {v.path_rank('SYS', '2.27.3')} from 2.27.3" in rows["nccl-path-numbers"]
+    assert f"SYS {v.path_rank('SYS', '2.25')}" in rows["nccl-path-numbers"]
