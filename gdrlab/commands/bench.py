@@ -7,10 +7,11 @@ import stat
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import InvalidArgument
+from ..errors import GdrlabError, InvalidArgument
 from ..topology import from_sysfs
 from ..topology._tree import parse_cpulist
 from ..transfer.lanes import Parity
+from ..transfer.mpi_wire import from_options as mpi_wire_from_options
 from ..transfer.stats import COLUMN_ANCHORS, PARITY_COLUMNS
 from ..vocab import (
     BENCH_COLUMNS,
@@ -341,13 +342,11 @@ def run(args: argparse.Namespace) -> int:
                                                   ("--pkey-index", args.pkey_index)))
         apply_link_options(tclass, sl, pkey_index)
     if args.wire == "mpi":  # the MPI library moves the buffers between the two ranks of mpirun -n 2
-        from ..transfer.mpi_wire import from_options
-        status, df = from_options(vars(args), _progress(args))
+        status, df = mpi_wire_from_options(vars(args), _progress(args))
         if df is not None:
             _print(df, args)
         return status
     if args.mpi:
-        from ..errors import GdrlabError
         from ..transfer.driver import options
         from ..transfer.mpi import bench_mpi, world_rank
         try:
