@@ -65,7 +65,7 @@ fi
 if has parity; then
   step "parity: spin budgets, sweep speed, copy engines, UCX, each against a reference of the same run"
   timeout 240 $PY bench/host_latency.py --spin 0,50 --reps 7 --iters 20000 --json "$R/host_latency_spin.json" 2>&1 | tail -12
-  [ -f bench/sweep_speed.py ] && timeout 300 $PY bench/sweep_speed.py "$R/sweep_speed" 2>&1 | tail -20
+  [ -f bench/sweep_speed.py ] && timeout 300 $PY bench/sweep_speed.py "$R/sweep_speed" --reps 3 2>&1 | tail -20
   [ -f bench/copy_engines.py ] && timeout 240 $PY bench/copy_engines.py "$R/copy_engines" --raw-copy "$R/raw_copy" 2>&1 | tail -20
   [ -f bench/ucx_reference.sh ] && timeout 240 bash bench/ucx_reference.sh "$R/ucx" 2>&1 | tail -20
   [ -f bench/ucx_reference.py ] && timeout 240 $PY bench/ucx_reference.py "$R/ucx" 2>&1 | tail -20
