@@ -16,6 +16,7 @@ from dataclasses import dataclass
 __all__ = [
     "PathInfo", "PATH_TABLE", "PATHS", "ENGINE_PATHS", "NETWORK_PATHS", "GPU_PATHS", "P2P_PATHS", "COPY_PATHS",
     "HOST_BUFFER_PATHS", "WIRES", "MODES", "BENCH_MODES", "PLACEMENTS", "MEMORY_KINDS", "HOST_MEMORY_KINDS",
+    "CUDA_MEMORY_KINDS",
     "DEFAULT_CHUNK_BYTES", "DEFAULT_PIPELINE_DEPTH", "Column", "BENCH_COLUMNS",
     "BENCH_TABLE_COLUMNS", "paths_over", "path_info", "column_unit", "wants_latency", "wants_bandwidth",
 ]
@@ -86,6 +87,8 @@ PLACEMENTS: tuple[str, ...] = ("same-switch", "same-host-bridge", "cross-socket"
 MEMORY_KINDS: tuple[str, ...] = ("pageable", "pinned", "device")
 #: The host memory kinds (a copy's host side).
 HOST_MEMORY_KINDS: tuple[str, ...] = tuple(k for k in MEMORY_KINDS if k != "device")
+#: The memory kinds CUDA allocates (page-locked host memory and GPU memory): a buffer of one needs CUDA.
+CUDA_MEMORY_KINDS: tuple[str, ...] = tuple(k for k in MEMORY_KINDS if k != "pageable")
 
 DEFAULT_CHUNK_BYTES = 256 * 1024  # MVAPICH2-GDR's MV2_CUDA_BLOCK_SIZE
 DEFAULT_PIPELINE_DEPTH = 4

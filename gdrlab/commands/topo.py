@@ -8,6 +8,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidArgument
+from ..nccl.versions import parse_version
 from ..topology import (
     PciTreeWarning,
     from_hwloc,
@@ -18,6 +19,8 @@ from ..topology import (
     recorded_machines,
     recorded_matrices,
 )
+from ..topology._topo import gdr_verdict
+from ..topology.nvsmi import _MEANING
 from ._common import Subparsers, add_command, emit_json
 
 if TYPE_CHECKING:
@@ -137,8 +140,6 @@ def _with_version(report: dict, level: str | None, nccl_version: str | None) -> 
     """A matrix report's GDR verdicts redone by the rule of ``nccl_version`` (same codes, same why)."""
     if nccl_version is None:
         return report
-    from ..topology._topo import gdr_verdict
-    from ..topology.nvsmi import _MEANING
     for g, per_nic in report["gdr"].items():
         for nic, old in per_nic.items():
             per_nic[nic] = gdr_verdict(g, nic, old["code"], _MEANING.get(old["code"], "as nvidia-smi printed it"),
@@ -180,7 +181,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     level = args.gdr_level if args.gdr_level is not None else os.environ.get("NCCL_NET_GDR_LEVEL") or None
     if args.nccl_version is not None:
-        from ..nccl.versions import parse_version
         parse_version(args.nccl_version)  # one clear line for a version the table does not cover
     if level is not None:
         parse_gdr_level(level, args.nccl_version)  # a bad value is a clear error here, not deep inside

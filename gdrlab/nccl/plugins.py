@@ -11,6 +11,8 @@ a split: linear in the line.
 """
 from __future__ import annotations
 
+from . import versions
+
 __all__ = ["new_gin", "new_ofi", "read_gin", "read_ofi", "read_libfabric", "GIN_TYPES", "OFI_ENV_MEANING"]
 
 # NCCL_GIN_TYPE / the plugin's netDeviceType (src/include/nccl_device/net_device.h @ v2.30.7-1)
@@ -104,7 +106,6 @@ _GIN_WARN = {
 
 def _rma_versions() -> str:
     """The releases that print "Assigned RMA plugin", from the version table."""
-    from . import versions
     have = [v for v in versions.known_versions() if (versions.facts(v)["gin_assign_line"] or ("", False))[1]]
     return f"{versions.format_version(have[0])} to {versions.format_version(have[-1])}" if have else "no release"
 

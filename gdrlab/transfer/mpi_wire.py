@@ -23,7 +23,8 @@ import numpy as np
 
 from .. import provenance
 from ..errors import InvalidArgument, Unavailable
-from ..vocab import MEMORY_KINDS
+from ..vocab import CUDA_MEMORY_KINDS, MEMORY_KINDS
+from .mpi import _abort, cuda_support, import_mpi, world_rank
 from .stats import auto_counts, result_columns, summarize
 
 __all__ = ["bench_mpi_wire", "needs_cuda", "check_ready"]
@@ -35,7 +36,7 @@ _QUIET = 0
 
 
 def needs_cuda(src_mem: str, dst_mem: str) -> bool:
-    return "device" in (src_mem, dst_mem) or "pinned" in (src_mem, dst_mem)
+    return src_mem in CUDA_MEMORY_KINDS or dst_mem in CUDA_MEMORY_KINDS
 
 
 def _cupy() -> Any:
@@ -48,13 +49,12 @@ def _cupy() -> Any:
 
 def check_ready(MPI: Any, mem: str, device: int) -> list[str]:
     """What this rank lacks to send from or receive into ``mem`` (empty when nothing)."""
-    from .mpi import cuda_support
     missing: list[str] = []
     if mem == "device":
         aware, why = cuda_support(MPI)
         if not aware:
             missing.append(why)
-    if mem in ("device", "pinned"):
+    if mem in CUDA_MEMORY_KINDS:
         try:
             cp = _cupy()
             n = cp.cuda.runtime.getDeviceCount()
@@ -156,8 +156,6 @@ def bench_mpi_wire(sizes: list[int], *, src_mem: str | None = None, dst_mem: str
     rank 1; rank 0 raises the reason when the ranks cannot start, and a failure in the middle of a
     measurement aborts the job (``MPI_Abort``) so that the other rank never waits forever."""
     import pandas as pd
-
-    from .mpi import cuda_support, import_mpi
     MPI = import_mpi()
     comm = MPI.COMM_WORLD
     rank, nranks = comm.Get_rank(), comm.Get_size()
@@ -189,7 +187,6 @@ def bench_mpi_wire(sizes: list[int], *, src_mem: str | None = None, dst_mem: str
         rows = _measure(MPI, comm, rank, sizes, mine, mode, iters, warmup, window, device, progress,
                         library, src_mem, dst_mem)
     except Exception as exc:  # noqa: BLE001 - the other rank is inside a blocking call: end the job
-        from .mpi import _abort
         _abort(comm, f"{type(exc).__name__}: {exc}")
         return 1, None
     if rank != 0:
@@ -244,14 +241,12 @@ def from_options(opts: dict, progress: Callable[..., Any] | None = None) -> tupl
     an option this wire does not take is refused in one line, by rank 0 only."""
     given = [flag for name, flag in _NOT_HERE.items() if opts.get(name) not in (None, False, 0)]
     if given:
-        from .mpi import world_rank
         if world_rank() != 0:
             return _QUIET, None
         raise InvalidArgument(f"--wire mpi does not take {', '.join(given)}: the MPI library moves the data "
                               "between the two ranks mpirun started")
     path = opts.get("path")
     if path not in (None, "host", "mpi"):
-        from .mpi import world_rank
         if world_rank() != 0:
             return _QUIET, None
         raise InvalidArgument(f"--wire mpi chooses its own path (rows say path=mpi); leave out --path {path} and "
