@@ -1,5 +1,6 @@
 """Reading ``NCCL_DEBUG=INFO`` logs: the transport NCCL chose for each connection and why; the
-recorded logs shipped with gdrlab; nccl-tests' bandwidth definitions for all-reduce."""
+recorded logs shipped with gdrlab; nccl-tests' bandwidth definitions for all-reduce. What each
+line means (the reasons listed, the names of NCCL's path types) is in :mod:`gdrlab.nccl.reasons`."""
 from __future__ import annotations
 
 import re
@@ -10,6 +11,17 @@ from pathlib import Path
 from .. import provenance
 from ..errors import InvalidArgument
 from . import plugins, versions
+from .reasons import (
+    ENV_MEANING,
+    MAX_DIGITS,
+    NETWORK_MEANING,
+    PATH_TYPES,
+    REASONS,
+    Reasons,
+    add_reason,
+    gdr_reasons,
+    path_type_name,
+)
 
 __all__ = ["classify_via", "parse_log", "explain", "recorded_logs", "recorded_summary", "published_logs",
            "path_type_name", "plugin_logs", "bus_bandwidth", "format_result_line", "PATH_TYPES_2_12", "PATH_TYPES_2_26"]
@@ -60,26 +72,6 @@ _GRAPH = re.compile(r"Pattern (\d+), crossNic (\d+), nChannels (\d+), bw ([\d.]+
 _RESULT = re.compile(r"\s*(?P<op>[a-z_]+)\s+(?P<size>\d+) B\s+(?P<time>[\d.]+) us\s+algbw\s+(?P<alg>[\d.]+) GB/s"
                      r"\s+busbw\s+(?P<bus>[\d.]+) GB/s")
 
-_ENV_MEANING = {
-    "NCCL_P2P_DISABLE": "P2P transport (peer DMA over NVLink or PCIe) switched off: GPUs of one node use "
-                        "shared host memory or the network instead",
-    "NCCL_SHM_DISABLE": "shared-memory transport switched off: GPUs of one node talk through the network",
-    "NCCL_IB_DISABLE": "InfiniBand/RoCE transport switched off: the network is TCP sockets",
-    "NCCL_NVLS_ENABLE": "NVLink SHARP (multicast) collectives: 0 is off",
-    "NCCL_NET_GDR_LEVEL": "how close a GPU and NIC must be for GPUDirect RDMA",
-}
-# (pattern on the message, meaning); {0}, {1}... are the pattern's groups
-_REASONS = [
-    (re.compile(r"NET/IB : No device found"),
-     "no InfiniBand/RoCE device: NCCL cannot use its IB network, so no GPUDirect RDMA"),
-    (re.compile(r"Failed to initialize NET plugin IB"),
-     "the IB network plugin did not start; NCCL falls back to sockets"),
-    (re.compile(r"dlvsym failed on (mlx5dv_reg_dmabuf_mr)"),
-     "this rdma-core's libmlx5 has no {0}: no dma-buf registration through mlx5 direct verbs"),
-    (re.compile(r"P2P is disabled between connected GPUs (\d+) and (\d+)"),
-     "peer access impossible between GPUs {0} and {1}: no P2P transport between them"),
-]
-_NETWORK_MEANING = "network transport for traffic between nodes (and within a node when P2P and SHM are off): {0}"
 
 
 def classify_via(via: str) -> dict:
@@ -107,10 +99,6 @@ def classify_via(via: str) -> dict:
 
 
 _HOST_RUN = re.compile(r"[^\s:]*")
-# A field longer than this is no number NCCL prints (64-bit counters have 20 digits); it is
-# refused before int(), which Python refuses beyond 4,300 digits, and the line is read as any
-# other line that does not match: skipped (a prefix without its device, a fact left out).
-_MAX_DIGITS = 20
 _MAX_FLOAT_CHARS = 40
 
 
@@ -124,7 +112,7 @@ def _prefix(before: str) -> tuple[str, int | None]:
     rest, colon2, pid = rest.rpartition(":")
     run = _HOST_RUN.match(rest[::-1])  # always matches, maybe empty
     host = run[0][::-1] if run else ""  # the run without whitespace or ':' ending ``rest``
-    if not (bracket and colon1 and colon2 and host and dev.isdecimal() and len(dev) <= _MAX_DIGITS
+    if not (bracket and colon1 and colon2 and host and dev.isdecimal() and len(dev) <= MAX_DIGITS
             and tid.isdecimal() and pid.isdecimal()):
         return "", None
     return host, int(dev)
@@ -147,34 +135,14 @@ def _env_value(rest: str) -> str | None:
 
 
 _SOURCES = ("env", "topology", "net", "plugin", "warning")
-_PATH_TYPES = {"NVL": "by NVLink", "NVB": "by NVLink through another GPU", "PIX": "through one PCIe switch",
-               "PXB": "through several PCIe switches", "PXN": "through another GPU's PCIe switch",
-               "PHB": "through the CPU's PCIe host bridge", "SYS": "across CPU sockets"}
 
 
-class _Reasons(dict):
-    """message -> reason entry (``{"message", "meaning", "source", "ranks"}``), with the ranks of
-    each entry also in a set beside its list, so that adding one is O(1) however many logged it."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.ranks_seen: dict[str, set[int]] = {}
-
-
-def _add_reason(reasons: _Reasons, msg: str, meaning: str, who: int | None, source: str = "net") -> None:
-    entry = reasons.get(msg)
-    if entry is None:
-        entry = reasons[msg] = {"message": msg, "meaning": meaning, "source": source, "ranks": []}
-        reasons.ranks_seen[msg] = set()
-    seen = reasons.ranks_seen[msg]
-    if who is not None and who not in seen:
-        seen.add(who)
-        entry["ranks"].append(who)
 
 
 def _fits(*fields: str | None) -> bool:
     """True when every field present (``\\d+``) is short enough to be a number NCCL prints."""
-    return all(f is None or len(f) <= _MAX_DIGITS for f in fields)
+    return all(f is None or len(f) <= MAX_DIGITS for f in fields)
 
 
 def _int(text: str) -> int | None:
@@ -191,7 +159,7 @@ def _float(text: str) -> float | None:
         return None
 
 
-def _read_fact(out: dict, ranks: dict, reasons: _Reasons, body: str, who: int | None, host: str,
+def _read_fact(out: dict, ranks: dict, reasons: Reasons, body: str, who: int | None, host: str,
                graphs_seen: set[tuple]) -> None:
     """One message that is not a connection line: header facts, environment, graphs, paths."""
     if out["version"] is None and (m := _VERSION.match(body)):
@@ -211,7 +179,7 @@ def _read_fact(out: dict, ranks: dict, reasons: _Reasons, body: str, who: int | 
             out["nnodes"] = nnodes
     elif (m := _ENV.match(body)) and (value := _env_value(body[m.end():])) is not None:
         out["env"][m[1]] = value
-        _add_reason(reasons, f"{m[1]}={value}", _ENV_MEANING.get(m[1], "set in the environment"), who, "env")
+        add_reason(reasons, f"{m[1]}={value}", ENV_MEANING.get(m[1], "set in the environment"), who, "env")
     elif (m := _RINGS.match(body)):
         if _fits(m[1], m[2]):
             out["ring_flags"] = {"PXN": int(m[1]), "GDR": int(m[2])}
@@ -231,27 +199,7 @@ def _read_fact(out: dict, ranks: dict, reasons: _Reasons, body: str, who: int | 
                 out["topology"][f"{m[1]}->{dst}"] = {"type": kind, "bw_gbps": gbps}
 
 
-def _version_tuple(version: str | None) -> tuple[int, int] | None:
-    """(major, minor) of ``2.19.3+cuda12.2``; None when absent or unreadable."""
-    parts = (version or "").split("+", 1)[0].split(".")
-    if len(parts) < 2 or not all(p.isdecimal() and len(p) <= _MAX_DIGITS for p in parts[:2]):
-        return None
-    return int(parts[0]), int(parts[1])
 
-
-def path_type_name(number: int, version: str | None) -> str | None:
-    """The name of NCCL's path type ``number`` (the ``distance`` of its GPU Direct RDMA lines) in
-    NCCL ``version`` (``"2.19.3"``, ``"2.28.9+cuda13.0"``), from :mod:`gdrlab.nccl.versions`; None
-    when the version is unknown, outside 2.12-2.30 or the number is out of range. The numbering
-    changed in 2.18 (NET), 2.26 (C2C inserted as 3) and 2.27 (P2C)."""
-    v = _version_tuple(version)
-    if v is None or not (versions.OLDEST[:2] <= v <= versions.NEWEST[:2]):
-        return None
-    try:
-        names = versions.path_types(version)
-    except InvalidArgument:
-        return None
-    return names[number] if 0 <= number < len(names) else None
 
 
 def _read_gdr(out: dict, msg: str, who: int | None) -> bool:
@@ -281,46 +229,7 @@ def _read_gdr(out: dict, msg: str, who: int | None) -> bool:
     return False
 
 
-def _numbering(version: str) -> str:
-    names = versions.path_types(version)
-    return ", ".join(f"{n} {names.index(n)}" for n in ("PIX", "PXB", "PHB", "SYS"))
 
-
-def _default_level(version: str | None) -> str:
-    """NCCL_NET_GDR_LEVEL's default as the log's version sets it, from the version table."""
-    try:
-        level, why = versions.default_gdr_level(version) if _version_tuple(version) else (None, "")
-    except InvalidArgument:
-        level = None
-    if level is None:
-        return "default PXB (P2C from NCCL 2.29 with NCCL_NET_GDR_C2C=1, which admits the same PCIe paths)"
-    return f"default {level} in this log's NCCL ({why})"
-
-
-def _gdr_reasons(out: dict, reasons: _Reasons) -> None:
-    """One reason per distinct GDR line, with the path types named when the log's version allows."""
-    for g in out["gdr"]:
-        d, lim = path_type_name(g["distance"], out["version"]), path_type_name(g["limit"], out["version"])
-        g["distance_type"], g["limit_type"] = d, lim
-        named = (f" ({d} {g['op']} {lim})" if d and lim else
-                 " (path type numbers, whose names depend on the NCCL version and this log's version does not "
-                 f"settle: NCCL 2.12 to 2.25 number {_numbering('2.25')}; 2.26 {_numbering('2.26')}; "
-                 f"2.27.5 and later {_numbering('2.30')})")
-        verdict = "uses GPUDirect RDMA" if g["enabled"] else "does not use GPUDirect RDMA (it stages through host memory)"
-        _add_reason(reasons, g["message"], f"topology decision: NCCL {verdict} between GPU {g['gpu']} and HCA "
-                    f"{g['hca']}, path type {g['distance']} {g['op']} limit {g['limit']}{named}; the limit is "
-                    f"NCCL_NET_GDR_LEVEL, {_default_level(out['version'])}", g["rank"])
-    for h in out["gdr_hca"]:
-        if h["transport"] == "NET/Socket":
-            meaning = (f"not a topology decision: the socket transport cannot do GPUDirect RDMA at all, so it "
-                       f"says Disabled for every NIC ({h['name']})")
-        elif h["enabled"]:
-            meaning = (f"{h['transport'] or 'the network'} can register GPU memory with NIC {h['name']} (a peer-memory "
-                       "module or dma-buf); whether a given GPU uses it is the per-GPU distance decision")
-        else:
-            meaning = (f"{h['transport'] or 'the network'} cannot register GPU memory with NIC {h['name']} (no "
-                       "peer-memory module and no dma-buf): data to or from GPUs is staged through host memory")
-        _add_reason(reasons, h["message"], meaning, h["rank"])
 
 
 def parse_log(text: str) -> dict:
@@ -355,7 +264,7 @@ def _parse(text: str) -> dict:
                  "gin": plugins.new_gin(), "ofi": plugins.new_ofi()}
     seen_plugin = {"gin": False, "ofi": False}
     ranks: dict[int, dict] = {}
-    reasons = _Reasons()
+    reasons = Reasons()
     graphs_seen: set[tuple] = set()
     for who, level, msg, host in _messages(text):
         if level == "WARN":
@@ -372,29 +281,29 @@ def _parse(text: str) -> dict:
         _read_fact(out, ranks, reasons, body, who, host, graphs_seen)
         if _read_gdr(out, body, who):
             if level == "WARN":
-                _add_reason(reasons, msg, "NCCL warning", who, "warning")
+                add_reason(reasons, msg, "NCCL warning", who, "warning")
             continue
         if (hit := plugins.read_gin(out["gin"], body)):
             seen_plugin["gin"] = True
-            _add_reason(reasons, hit[0], hit[1], who, "plugin")
+            add_reason(reasons, hit[0], hit[1], who, "plugin")
         elif (hit := plugins.read_ofi(out["ofi"], body)):
             seen_plugin["ofi"] = True
-            _add_reason(reasons, hit[0], hit[1], who, "plugin")
+            add_reason(reasons, hit[0], hit[1], who, "plugin")
         elif body.startswith("NET/OFI NIC group "):
             seen_plugin["ofi"] = True
         if level == "WARN" and not hit:
-            _add_reason(reasons, msg, "NCCL warning", who, "warning")
-        for pattern, meaning in _REASONS:
+            add_reason(reasons, msg, "NCCL warning", who, "warning")
+        for pattern, meaning in REASONS:
             if (m := pattern.search(msg)):
-                _add_reason(reasons, m[0].strip(), meaning.format(*m.groups()), who)
+                add_reason(reasons, m[0].strip(), meaning.format(*m.groups()), who)
         if (at := msg.find(_NETWORK)) >= 0 and (net := msg[at + len(_NETWORK):].strip()):
             out["network"] = net
-            _add_reason(reasons, f"{_NETWORK}{net}", _NETWORK_MEANING.format(net), who)
+            add_reason(reasons, f"{_NETWORK}{net}", NETWORK_MEANING.format(net), who)
     for line in text.splitlines():
         if line.startswith("libfabric:"):
             if (hit := plugins.read_libfabric(out["ofi"], line)):
                 seen_plugin["ofi"] = True
-                _add_reason(reasons, hit[0], hit[1], None, "plugin")
+                add_reason(reasons, hit[0], hit[1], None, "plugin")
             continue
         if out["version"] is None and line.startswith("NCCL version ") and (m := _VERSION.match(line)):
             out["version"] = m[1]  # rank 0 of older NCCLs prints it without the prefix
@@ -403,7 +312,7 @@ def _parse(text: str) -> dict:
             if size is not None and None not in nums:
                 out["results"].append({"op": m["op"], "size": size, "time_us": nums[0],
                                        "algbw_gbps": nums[1], "busbw_gbps": nums[2]})
-    _gdr_reasons(out, reasons)
+    gdr_reasons(out, reasons)
     for name, seen in seen_plugin.items():
         if not seen:
             out[name] = None
@@ -417,8 +326,8 @@ def _parse(text: str) -> dict:
     for path, hop in out["topology"].items():
         a, b = path.split("->")
         if a < b:  # one line per pair of GPUs: NCCL's paths are symmetric
-            how = _PATH_TYPES.get(hop["type"], f"by a {hop['type']} path")
-            _add_reason(reasons, f"{a} <-> {b}: {hop['type']}", f"NCCL's topology joins the two GPUs {how} "
+            how = PATH_TYPES.get(hop["type"], f"by a {hop['type']} path")
+            add_reason(reasons, f"{a} <-> {b}: {hop['type']}", f"NCCL's topology joins the two GPUs {how} "
                                                                  f"({hop['bw_gbps']} GB/s)", None, "topology")
     ordered = sorted(reasons.values(), key=lambda r: _SOURCES.index(r["source"]))
     out["summary"] = _summarize(out["connections"], ordered)

@@ -120,6 +120,34 @@ def _gin_plugin(gin: dict, name: str, typ: str | None, body: str) -> tuple[str, 
                   f"{name} ({mode or 'unknown mode'}): {how}. NCCL_GIN_TYPE=2 forces proxy, 3 GDAKI")
 
 
+# Plugin lines whose meaning is fixed: (start of the message, what it says of GPUDirect RDMA: False
+# when the line turns it off, None when it says nothing of it, the meaning for the reasons list).
+_OFI_FIXED: tuple[tuple[str, bool | None, str], ...] = (
+    ("Could not find any optimal provider supporting GPUDirect RDMA", False,
+     "no libfabric provider here takes GPU memory: GPU data is staged through host memory"),
+    ("Could not disable CUDA API usage for HMEM, disabling GDR", False,
+     "libfabric could not promise to stay out of CUDA, so the plugin turned GPUDirect RDMA off: "
+     "GPU data is staged through host memory"),
+    ("GDR disabled on GDR-supported instance type", False,
+     "this instance type supports GPUDirect RDMA over EFA, but it is off (check "
+     "FI_EFA_USE_DEVICE_RDMA and the EFA driver): GPU data is staged through host memory"),
+    ("Need to force simple protocol: GDR not supported", False,
+     "the provider cannot reach GPU memory (no GPUDirect RDMA), so the plugin keeps NCCL to its "
+     "Simple protocol: GPU data is staged through host memory"),
+    ("Setting NCCL_PROTO to ", None,
+     "the plugin limited NCCL to its Simple protocol (no LL, LL128): the libfabric endpoint "
+     "cannot promise the 128-byte in-order aligned writes those protocols rely on"),
+    ("Forcing AWS OFI ndev ", None,
+     "the plugin tells NCCL to use this many network devices (a setting for this instance type)"),
+    ("Skipping NCCL_PROTO checks on P5en + RDMA", None,
+     "on p5en with the rdma protocol the plugin leaves NCCL all its protocols: EFA's RDMA writes are "
+     "not split into segments there, so LL and LL128 stay safe"),
+    ("Unexpected number of remote rails", None,
+     "the two sides of a connection see a different number of EFA rails (devices per GPU): "
+     "the plugin's multi-rail striping needs the same layout on both ends"),
+)
+
+
 def read_ofi(ofi: dict, body: str) -> tuple[str, str] | None:
     """One message of the AWS OFI plugin (``NET/OFI ...``) or about it."""
     if body.startswith(("Using network AWS Libfabric", "Using network Libfabric")):
@@ -130,6 +158,11 @@ def read_ofi(ofi: dict, body: str) -> tuple[str, str] | None:
     if not body.startswith("NET/OFI "):
         return None
     msg = body[len("NET/OFI "):].strip()
+    for prefix, gdr, meaning in _OFI_FIXED:
+        if msg.startswith(prefix):
+            if gdr is not None:
+                _gdr(ofi, gdr, body)
+            return body, meaning
     if msg.startswith(("Using aws-ofi-nccl ", "Initializing aws-ofi-nccl ")):
         ofi["plugin_version"] = msg.split(" ", 2)[2].strip() if msg.count(" ") >= 2 else None
         return body, f"aws-ofi-nccl version {ofi['plugin_version']}"
@@ -146,9 +179,6 @@ def read_ofi(ofi: dict, body: str) -> tuple[str, str] | None:
             return body, "a provider with FI_HMEM (GPU memory) was found through the libfabric 1.6 API: GDR on"
         return body, (f"a provider with FI_HMEM (GPU memory) was found through the libfabric {api} API; whether GDR "
                       "is used is settled once an endpoint agrees to stay out of CUDA")
-    if msg.startswith("Could not find any optimal provider supporting GPUDirect RDMA"):
-        _gdr(ofi, False, body)
-        return body, "no libfabric provider here takes GPU memory: GPU data is staged through host memory"
     if msg.startswith(("Selected Provider is ", "Selected provider is ")):
         return body, _provider(ofi, msg[len("Selected Provider is "):])
     if msg.startswith("Using transport protocol "):
@@ -167,21 +197,6 @@ def read_ofi(ofi: dict, body: str) -> tuple[str, str] | None:
     if msg.startswith(("Support for global registrations: ", "Global registrations supported")):
         ofi["global_registrations"] = not msg.endswith("false")
         return body, "whether one memory registration serves every connection of the process"
-    if msg.startswith("Could not disable CUDA API usage for HMEM, disabling GDR"):
-        _gdr(ofi, False, body)
-        return body, ("libfabric could not promise to stay out of CUDA, so the plugin turned GPUDirect RDMA off: "
-                      "GPU data is staged through host memory")
-    if msg.startswith("GDR disabled on GDR-supported instance type"):
-        _gdr(ofi, False, body)
-        return body, ("this instance type supports GPUDirect RDMA over EFA, but it is off (check "
-                      "FI_EFA_USE_DEVICE_RDMA and the EFA driver): GPU data is staged through host memory")
-    if msg.startswith("Need to force simple protocol: GDR not supported"):
-        _gdr(ofi, False, body)
-        return body, ("the provider cannot reach GPU memory (no GPUDirect RDMA), so the plugin keeps NCCL to its "
-                      "Simple protocol: GPU data is staged through host memory")
-    if msg.startswith("Setting NCCL_PROTO to "):
-        return body, ("the plugin limited NCCL to its Simple protocol (no LL, LL128): the libfabric endpoint "
-                      "cannot promise the 128-byte in-order aligned writes those protocols rely on")
     if msg.startswith("Setting ") and " environment variable to " in msg:
         var, _, value = msg[len("Setting "):].partition(" environment variable to ")
         ofi["env"][var.strip()] = value.strip()
@@ -189,20 +204,12 @@ def read_ofi(ofi: dict, body: str) -> tuple[str, str] | None:
         if var.strip() == "FI_EFA_USE_DEVICE_RDMA":
             _gdr(ofi, value.strip() not in ("0", "false"), body)
         return body, f"the plugin set {var.strip()}={value.strip()}: {meaning}"
-    if msg.startswith("Forcing AWS OFI ndev "):
-        return body, "the plugin tells NCCL to use this many network devices (a setting for this instance type)"
-    if msg.startswith("Skipping NCCL_PROTO checks on P5en + RDMA"):
-        return body, ("on p5en with the rdma protocol the plugin leaves NCCL all its protocols: EFA's RDMA writes are "
-                      "not split into segments there, so LL and LL128 stay safe")
     if msg.startswith("Setting FI_OPT_") and msg.endswith(" not supported."):
         return body, ("the libfabric endpoint does not offer this ordering guarantee (128-byte aligned writes "
                       "arriving in order), which NCCL's LL and LL128 protocols need")
     if msg.startswith("NIC group "):
         ofi["nic_groups"] += 1
         return None  # one per EFA device: counted, not repeated as a reason
-    if msg.startswith("Unexpected number of remote rails"):
-        return body, ("the two sides of a connection see a different number of EFA rails (devices per GPU): "
-                      "the plugin's multi-rail striping needs the same layout on both ends")
     return None
 
 

@@ -3,7 +3,7 @@ own source at each release tag (https://github.com/NVIDIA/nccl).
 
 Every fact is a list of change points ``(first version, value, source)``: the value holds from that
 version until the next change point. ``source`` names the file and the tag it was read at. Both
-:mod:`gdrlab.topology` (NCCL's GDR decision for a GPU/NIC pair) and :mod:`gdrlab.nccl.log` (the
+:mod:`gdrlab.topology` (NCCL's GDR decision for a GPU/NIC pair) and :mod:`gdrlab.nccl.reasons` (the
 names of the path types a log prints as numbers) read this table; nothing else types these facts.
 
 Use :func:`facts` for one version (``facts("2.28.9")``), :func:`path_types` for the numbering,

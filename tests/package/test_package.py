@@ -374,7 +374,7 @@ ANNOTATED_MODULES = (
     "gdrlab.model.profile", "gdrlab.model.routes",
     "gdrlab.topology", "gdrlab.topology._check", "gdrlab.topology._topo", "gdrlab.topology._tree",
     "gdrlab.topology.hwloc", "gdrlab.topology.plot", "gdrlab.topology.sysfs",
-    "gdrlab.nccl", "gdrlab.nccl.log", "gdrlab.nccl.run", "gdrlab.nccl.worker",
+    "gdrlab.nccl", "gdrlab.nccl.log", "gdrlab.nccl.reasons", "gdrlab.nccl.run", "gdrlab.nccl.worker",
     "gdrlab.commands.model", "gdrlab.commands.nccl", "gdrlab.commands.serve", "gdrlab.cli",
 )
 
