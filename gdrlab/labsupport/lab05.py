@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import provenance
+from ..nccl import versions as nccl_versions
 from ..topology import CODE_ORDER
 from . import modelled_provenance, profile_with_level
 
@@ -29,7 +30,7 @@ __all__ = [
     "config_ab_table", "config_ab_figure", "describe",
     "tree_text", "tree_figure", "recorded_matrix", "matrix_frame", "ib_gdr_lines", "allreduce_figures",
     "AB_PROFILES", "link_data_gbps", "FDR_X4_DATA_GBPS", "pair_code_counts", "pair_code_note", "ab_summary",
-    "ab_note", "prediction_feedback", "sys_within_one_socket_note",
+    "ab_note", "prediction_feedback", "sys_within_one_socket_note", "gdr_line_history",
 ]
 
 # NCCL's levels in order; nvidia-smi's NODE is NCCL's PHB (NCCL's CPU node is a whole NUMA node).
@@ -430,3 +431,22 @@ def sys_within_one_socket_note(matrix: TopoMatrix, gpu: str = "GPU0", nic: str =
             f"{first[gpu] // cores_per_socket if same_socket else '?'}"
             + (", so this SYS crosses between NUMA nodes of one socket, not the inter-socket link."
                if same_socket else ".") )
+
+
+def gdr_line_history() -> list[str]:
+    """How NCCL's per-pair GPU Direct RDMA line reads, release range by release range, from the
+    version table :mod:`gdrlab.nccl.versions` (each row read in NCCL's source at the tag it names):
+    log level, the subsystems that print it, its form, and the default ``NCCL_DEBUG_SUBSYS`` then."""
+    rows = nccl_versions.TABLE["gdr_pair_line"]
+    newest = nccl_versions.format_version(nccl_versions.NEWEST)
+    out = []
+    for i, (since, (level, subsys, form), source) in enumerate(rows):
+        until = (f"to before {nccl_versions.format_version(rows[i + 1][0])}" if i + 1 < len(rows)
+                 else f"to {newest} (the newest checked)")
+        default = nccl_versions.facts(since)["debug_subsys_default"]
+        shown = ("printed only by builds compiled with tracing" if level == "TRACE" else
+                 f"with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS naming {' or '.join(subsys)} "
+                 f"(the default, {','.join(default)}, names neither)")
+        out.append(f"NCCL {nccl_versions.format_version(since)} {until}: {level}, `GPU Direct RDMA Disabled for "
+                   f"{form} (distance D > L)`, {shown} [{source}]")
+    return out

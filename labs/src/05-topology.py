@@ -304,15 +304,16 @@ grading.check_equal(tuple(dgx_forced_distance or ()), (7, 4), name="dgx_forced_d
 # %% [markdown] id="05-nccl-writes-log"
 # ### What NCCL writes in its log
 #
-# NCCL says what it decided with `NCCL_DEBUG=INFO` **and** `NCCL_DEBUG_SUBSYS` including `NET` (the
-# default subsystems, `INIT,BOOTSTRAP,ENV`, leave the topology lines out). Two kinds of lines
+# NCCL says what it decided with `NCCL_DEBUG=INFO` **and** `NCCL_DEBUG_SUBSYS` including `NET` (or,
+# from 2.27, `GRAPH`): the default subsystems (`INIT,BOOTSTRAP,ENV` since 2.23) leave the topology
+# lines out, and from 2.30 the per-pair line below is printed only by builds with tracing. Two kinds of lines
 # matter, and only one of them is about distance (NCCL's source: `src/graph/topo.cc` and
 # `src/graph/paths.cc`):
 #
 # * `NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'` says whether the network transport can
 #   hand GPU memory to that NIC at all (a peer-memory module or dma-buf), for every GPU alike;
-# * `GPU Direct RDMA Disabled for GPU ca000 / HCA 0 (distance 7 > 4)` is the **topology decision**
-#   for one GPU (bus id `ca000`) and one NIC: path type 7 is farther than the limit 4. The channel
+# * `GPU Direct RDMA Disabled for GPU ca000 / HCA 0 (distance 7 > 4)` (the form of NCCL 2.12-2.23)
+#   is the **topology decision** for one GPU (bus id `ca000`) and one NIC: path type 7 is farther than the limit 4. The channel
 #   lines then end `via NET/IB/<n>/GDRDMA` when a connection uses GPUDirect RDMA and
 #   `via NET/IB/<n>` when it stages through host memory.
 #
@@ -331,10 +332,10 @@ for where, explained in lab05.ib_gdr_lines():
 # one PCIe switch"; in NCCL 2.12-2.25's numbering 7 is `SYS` and 4 is `PXB`, the default limit, so
 # NCCL refused GPUDirect RDMA and staged through host memory. The maintainer's answer: force it
 # with `NCCL_NET_GDR_LEVEL=SYS` if you must, but it "may not give you better performance if the NIC
-# and GPU are not on the same PCI switch". The per-pair line changes with the version (NCCL's
-# `src/graph/paths.cc` at each tag): an `INFO` line in this form through 2.28, a new form naming
-# both ends in 2.29 (`GPU Direct RDMA Disabled for GPU/<id> (rank r) - NET/<id> (distance D > L)`),
-# and from 2.30 a `TRACE` line that only builds with tracing print; the channel lines remain in all.
+# and GPU are not on the same PCI switch". The per-pair line changes with the NCCL version: the
+# cell below prints how it reads in each release range, from the kit's NCCL version table (each
+# row read in NCCL's source at the tag it names). From 2.30 only a build with tracing prints it;
+# the channel lines (`via NET/IB/<n>/GDRDMA` or not) remain in every version.
 # The second excerpt is the other outcome: four A100
 # on one node with P2P and shared memory turned off talk through their IB NICs, every channel
 # `via NET/IB/<n>/GDRDMA`.
@@ -342,6 +343,10 @@ for where, explained in lab05.ib_gdr_lines():
 # The line the recorded H200 logs *do* hold is of the first kind, and for a transport that can
 # never do it: `NET/Socket : GPU Direct RDMA Disabled for HCA 0 'eth0'` only says that TCP
 # sockets cannot take GPU memory. It is not a distance decision:
+
+# %% id="05-gdr-line-history"
+for row in lab05.gdr_line_history():
+    print("-", row)
 
 # %% id="05-setup-2"
 from gdrlab.labsupport import nccl_log_lines

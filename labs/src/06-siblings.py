@@ -3,7 +3,7 @@
 #
 # GPUDirect RDMA (labs 00-05) lets a NIC read and write GPU memory. Two siblings carry the same
 # idea elsewhere: **GPUDirect Storage** (GDS) lets a storage device move a file's bytes into GPU
-# memory, and **GPU-initiated networking** (GPUDirect Async: NVSHMEM's IBGDA, NCCL's GIN from 2.28,
+# memory, and **GPU-initiated networking** (GPUDirect Async: NVSHMEM's IBGDA, NCCL's GIN from 2.28.7,
 # UCX's GDAKI from 1.20) lets the GPU itself tell an RDMA NIC to send. They are where GPU data
 # movement went after 2020: GDS for data loading and checkpoints, GPU-initiated networking for
 # mixture-of-experts all-to-alls and fused kernels.
@@ -41,7 +41,7 @@
 # - **CPU proxy thread**: a host thread that reads requests a GPU kernel left in memory and posts
 #   them to the NIC (NVSHMEM's IBRC transport, GIN's proxy backend).
 # - **IBGDA / GIN / GDAKI**: GPU-initiated networking in NVSHMEM (InfiniBand GPUDirect Async), in
-#   NCCL (GPU-Initiated Networking, device API from 2.28) and in UCX (GPUDirect Async Kernel-Initiated).
+#   NCCL (GPU-Initiated Networking, from NCCL 2.28.7) and in UCX (GPUDirect Async Kernel-Initiated).
 
 # %% id="06-setup"
 import numpy as np
@@ -353,8 +353,18 @@ print(gin[gin["size"].isin([8, 4096, 1 << 20])].pivot(index="size", columns="ini
 # each message with a copy launch of several µs on each side before the wire is touched.
 #
 # Which backend you got: NVSHMEM uses IBGDA when `NVSHMEM_IB_ENABLE_IBGDA=1` is set and the NIC
-# and driver allow it; with NCCL, read its `NCCL_DEBUG=INFO` log for the GIN set-up (this kit's
-# `gdrlab nccl parse` does not recognise GIN's lines yet).
+# and driver allow it; with NCCL, its `NCCL_DEBUG=INFO` log names the GIN backend each
+# communicator got, and `gdrlab nccl parse` explains those lines. Below, eight lines of rank 0
+# posted in NCCL issue #2397 (two RoCE NICs, no external GIN plugin; source in
+# `gdrlab/data/nccl/plugins/README.md`): a published log, not a measurement of this kit.
+
+# %% id="06-gin-log"
+from gdrlab import nccl
+
+gin_log = nccl.parse_log(nccl.plugin_logs()["nccl-issue-2397-gin-gdaki"].read_text())
+for r in gin_log["summary"]["reasons"]:
+    if r["source"] == "plugin":
+        print(f"{r['message']}\n    -> {r['meaning']}")
 
 # %% [markdown] id="06-ex3-intro"
 # ## Exercise 3 (2 points): who limits the message rate?

@@ -146,11 +146,21 @@ def test_n7_sys_within_one_socket_on_the_dgx_a100():
 
 
 def test_n4_n5_nccl_version_statements():
-    """N4: the per-pair GDR line is INFO through 2.28 (needs NCCL_DEBUG_SUBSYS with NET), a new
-    form in 2.29, TRACE from 2.30; N5: GDR reads default on for Ampere and newer since 2.19."""
+    """N4: the per-pair GDR line's level, subsystems and form by NCCL version come from the version
+    table (read in NCCL's source at each tag), printed by the lab, not typed; TRACE-only from
+    2.30.3; N5: GDR reads default on for Ampere and newer since 2.19."""
+    from gdrlab.labsupport import lab05
+    from gdrlab.nccl import versions
+
     text = _src("05")
     assert "From NCCL 2.27 these per-pair lines are printed only by" not in text
-    assert "NCCL_DEBUG_SUBSYS" in text and "through 2.28" in text and "from 2.30" in text
+    assert "through 2.28" not in text and "lab05.gdr_line_history()" in text
+    assert "NCCL_DEBUG_SUBSYS" in text and "from 2.30" in text
+    history = lab05.gdr_line_history()
+    assert len(history) == len(versions.TABLE["gdr_pair_line"])
+    trace = [row for row in history if ": TRACE," in row]
+    assert trace and trace[0].startswith("NCCL 2.30.3 ")          # NCCL's paths.cc at v2.30.3-1
+    assert all(": INFO," in row for row in history[:-1]) and "GPU {busId:x} / HCA" in history[0]
     assert "NCCL turns it on by default only on NVLink-based platforms" not in text
     assert "since NCCL 2.19" in text and "Ampere" in text
 
