@@ -437,3 +437,21 @@ def test_live_dashboards_see_every_row_of_64_concurrent_submitters(tmp_path, req
         "seconds_barrier_to_last_reply": round(seconds, 3),
         "seconds_start_to_every_row_on_every_stream": round(max(last), 3),
         "seconds_full_state_with_verdicts_cached": round(full_s, 3)})
+
+
+def test_gdrlab_import_reads_a_class_export_back_as_imported_rows(tmp_path):
+    """Issue 31 item 3: `gdrlab import EXPORT --tool class` turns a class's export into a dataset
+    with provenance (through the same read_export), so next year's labs can plot it."""
+    from gdrlab import imports, provenance
+    running, sub = _filled(tmp_path)
+    try:
+        status, body = _get_bytes(running.url + "export.csv?anonymise=1")
+    finally:
+        stop_class(running)
+    assert status == 200
+    path = tmp_path / "class-2026.csv"
+    path.write_bytes(body)
+    df = imports.read(path, "class")
+    assert len(df) == sum(len(f["rows"]) for f in sub["frames"])
+    assert provenance.label(df).startswith("imported from gdrlab class export")
+    assert set(df["learner"]) == {"learner-1"}
