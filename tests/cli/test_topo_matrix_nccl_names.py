@@ -20,6 +20,11 @@ from gdrlab.topology import (
 )
 
 DGX = "dgx-a100-nccl-issue-1505"
+# NCCL's default NCCL_NET_GDR_LEVEL, from its ncclTopoCheckGdr (src/graph/paths.cc): PXB through
+# 2.29.1; from v2.29.2-1, P2C when NCCL_NET_GDR_C2C is 1 (its default since 2.27.3). P2C ranks after
+# PXB (src/graph/topo.h from v2.27.5-1), so PIX and PXB pairs keep GDR and PHB, SYS lose it under both.
+DEFAULT_LEVEL = "P2C"  # the kit's rule defaults to the newest NCCL it knows; see test_the_default_nccl_is_one_with_p2c
+OLD_LEVEL = "PXB"  # NCCL 2.28
 
 
 def gdrlab(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -42,10 +47,24 @@ def test_matrix_by_name_shows_nearest_nic_and_the_gdr_verdict():
     assert set(rows) == {"GPU0", "GPU1", "GPU2", "GPU3"}  # the excerpt's rows, no invented ones
     assert rows["GPU0"][:10] == ["X"] + ["NV12"] * 7 + ["PXB", "PXB"]
     assert "GPU0: nearest NIC NIC0; GPU0 to NIC0 is PXB" in out
-    assert "NCCL uses GPUDirect RDMA (PXB <= PXB)" in out
+    assert f"NCCL uses GPUDirect RDMA (PXB <= {DEFAULT_LEVEL})" in out
     assert "numactl --cpunodebind=3 --membind=3" in out and "numactl --cpunodebind=1 --membind=1" in out
     assert "GPU4: nearest NIC unknown" in out and "no row for GPU4" in out
     assert "not well-formed" not in out
+
+
+def test_the_default_nccl_is_one_with_p2c():
+    """DEFAULT_LEVEL holds for the version the rule takes when none is named (2.29.2 or later)."""
+    from gdrlab.nccl import versions
+    assert versions.NEWEST >= (2, 29, 2)
+
+
+def test_an_older_nccl_version_keeps_pxb_as_its_default():
+    proc = gdrlab("topo", "--matrix", DGX, "--nccl-version", "2.28")
+    assert proc.returncode == 0, proc.stderr
+    assert f"NCCL uses GPUDirect RDMA (PXB <= {OLD_LEVEL})" in proc.stdout and DEFAULT_LEVEL not in proc.stdout
+    far = json.loads(gdrlab("topo", "--matrix", DGX, "--nccl-version", "2.28", "--json").stdout)["gdr"]["GPU0"]["NIC2"]
+    assert far["use_gdr"] is False and f"(SYS > {OLD_LEVEL})" in far["reason"]
 
 
 def test_matrix_json_has_the_tree_reports_keys_and_every_known_pair():
@@ -59,7 +78,7 @@ def test_matrix_json_has_the_tree_reports_keys_and_every_known_pair():
     assert len(doc["gdr"]["GPU0"]) == 12 and doc["gdr"]["GPU4"] == {}
     assert doc["gdr"]["GPU0"]["NIC1"]["use_gdr"] is True
     far = doc["gdr"]["GPU0"]["NIC2"]
-    assert far["use_gdr"] is False and far["code"] == "SYS" and "(SYS > PXB)" in far["reason"]
+    assert far["use_gdr"] is False and far["code"] == "SYS" and f"(SYS > {DEFAULT_LEVEL})" in far["reason"]
     assert doc["matrix"]["GPU4"]["NIC0"] is None and doc["matrix"]["NIC0"]["GPU0"] == "PXB"
 
 
@@ -108,9 +127,10 @@ NIC Legend:
     assert proc.returncode == 0, proc.stderr
     assert "NIC0: mlx5_0" in proc.stdout
     assert "GPU1: nearest NIC NIC1; GPU1 to NIC1 (mlx5_1) is PIX" in proc.stdout
-    # NODE is PHB to NCCL: farther than its default PXB
+    # NODE is PHB to NCCL: farther than its default level (P2C, PXB before 2.29.2)
     assert "GPU0 to NIC0 (mlx5_0) is NODE (NCCL calls it PHB)" in proc.stdout
-    assert "does not use GPUDirect RDMA (PHB > PXB)" in proc.stdout
+    assert f"does not use GPUDirect RDMA (PHB > {DEFAULT_LEVEL})" in proc.stdout
+    assert f"NCCL uses GPUDirect RDMA (PIX <= {DEFAULT_LEVEL})" in proc.stdout
     assert "Note:" not in proc.stdout  # a whole matrix leaves nothing unknown
 
 
