@@ -30,19 +30,17 @@ from ``Last-Event-ID``). At most ``ClassConfig.max_live`` streams at once (503 b
 then polls ``/api/state``); every stream ends when the server shuts down (:meth:`LiveHub.close`,
 called by the server's exit handler), so uvicorn exits without waiting on them.
 
-Each row in the state carries the model's verdict for its learner's machine (:mod:`.normal`).
+Each row in the state carries the model's verdict for its learner's machine (:mod:`.normal`). The
+refusals, security headers, capped bodies, tokens and rate limits are :mod:`.web`'s.
 """
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
-import json
 import math
 import secrets
 import threading
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,27 +65,25 @@ from .live import LiveHub, event_stream
 from .normal import VERDICTS, Verdicts
 from .pages import dashboard_page, login_page
 from .store import Store
+from .web import (
+    RateLimiter,
+    Refused,
+    bearer,
+    client_ip,
+    error_response,
+    guarded,
+    key_hash,
+    parse_json,
+    read_body,
+    secured,
+    session_cookie,
+)
 
 __all__ = ["ClassConfig", "LiveHub", "RateLimiter", "create_app", "key_hash", "plotly_js_path", "session_cookie"]
 
 COOKIE = "gdrlab_class"
 STATIC = Path(__file__).resolve().parent / "static"
-# 'unsafe-eval': the plotly.min.js of the plotly package builds functions at run time (its WebGL
-# parts, regl); learner data is never evaluated (the page sets only textContent, and plotly
-# gets names with <, > and & escaped). No inline script, no inline event handler, no other origin.
-CSP = ("default-src 'none'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
-       "img-src 'self' data: blob:; connect-src 'self'; font-src 'self' data:; form-action 'self'; "
-       "base-uri 'none'; frame-ancestors 'none'")
 RECORDED_SWEEPS = ("h200-bench-host", "h200-bench-staged", "h200-bench-shared", "h200-bench-pipelined")
-
-
-def key_hash(key: str) -> str:
-    """What the database keeps of a learner's key (the key itself is only with the learner)."""
-    return hashlib.sha256(("gdrlab-class-learner:" + key).encode()).hexdigest()
-
-
-def session_cookie(instructor_token: str) -> str:
-    return hmac.new(instructor_token.encode(), b"gdrlab-class-dashboard", hashlib.sha256).hexdigest()
 
 
 def plotly_js_path() -> Path:
@@ -97,28 +93,6 @@ def plotly_js_path() -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"plotly.min.js not found in the plotly package ({path})")
     return path
-
-
-class RateLimiter:
-    """A token bucket per key: ``burst`` at once, then ``per_minute`` a minute."""
-
-    def __init__(self, per_minute: float, burst: int) -> None:
-        self.rate = per_minute / 60.0
-        self.burst = float(burst)
-        self._buckets: dict[Any, tuple[float, float]] = {}
-        self._lock = threading.Lock()
-
-    def take(self, key: Any) -> float:
-        """0 when allowed (one token taken), else the seconds until the next token."""
-        now = time.monotonic()
-        with self._lock:
-            tokens, then = self._buckets.get(key, (self.burst, now))
-            tokens = min(self.burst, tokens + (now - then) * self.rate)
-            if tokens >= 1.0:
-                self._buckets[key] = (tokens - 1.0, now)
-                return 0.0
-            self._buckets[key] = (tokens, now)
-            return (1.0 - tokens) / self.rate if self.rate > 0 else 3600.0
 
 
 @dataclass
@@ -136,85 +110,6 @@ class ClassConfig:
     heartbeat_s: float = 15.0
     log: Callable[[str], None] | None = None
     limits: schema.Limits = field(default_factory=schema.Limits)
-
-
-class _Refused(Exception):
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers or {}
-
-
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
-
-
-def _bearer(request: Request) -> str | None:
-    auth = request.headers.get("authorization", "")
-    if auth[:7].lower() == "bearer ":
-        return auth[7:].strip() or None
-    return None
-
-
-async def _read_body(request: Request, cap: int) -> bytes:
-    """The body, refused (413) as soon as it is known to exceed ``cap``: from Content-Length
-    before a byte of it is read, else while it streams."""
-    length = request.headers.get("content-length")
-    if length is not None:
-        if not length.isascii() or not length.isdigit():
-            raise _Refused(400, "bad Content-Length header")
-        if int(length) > cap:
-            raise _Refused(413, f"payload too large: {int(length)} bytes, the limit is {cap} bytes")
-    chunks, got = [], 0
-    async for chunk in request.stream():
-        got += len(chunk)
-        if got > cap:
-            raise _Refused(413, f"payload too large: more than {cap} bytes, the limit is {cap} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _parse_json(body: bytes) -> Any:
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _Refused(400, "malformed JSON: the body is not UTF-8 text") from None
-    try:
-        return json.loads(text, parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
-        raise _Refused(400, f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except ValueError as exc:
-        raise _Refused(400, f"malformed JSON: {exc}") from None
-    except RecursionError:
-        raise _Refused(400, "malformed JSON: nested too deeply") from None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _client_ip(request: Request) -> str:
-    return request.client.host if request.client else "?"
-
-
-def _secured(response: Response) -> Response:
-    response.headers.setdefault("Cache-Control", "no-store")
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Referrer-Policy"] = "no-referrer"
-    response.headers["Content-Security-Policy"] = CSP
-    return response
-
-
-def _guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-    """``handler`` with every refusal turned into one JSON error line, and the security headers."""
-    async def wrapped(request: Request) -> Response:
-        try:
-            response = await handler(request)
-        except _Refused as r:
-            response = _error(r.status, r.message, r.headers)
-        except schema.SchemaError as exc:
-            response = _error(422, f"invalid submission: {exc}")
-        return _secured(response)
-    return wrapped
 
 
 class _ClassView:
@@ -235,44 +130,44 @@ class _ClassView:
 
     # ------------------------------------------------------------------ who is asking
     def check_failed_auth(self, request: Request) -> None:
-        wait = self.failed_auth.take(_client_ip(request))
+        wait = self.failed_auth.take(client_ip(request))
         if wait:
-            raise _Refused(429, f"too many wrong tokens from this address: retry in {wait:.0f} s",
+            raise Refused(429, f"too many wrong tokens from this address: retry in {wait:.0f} s",
                            {"Retry-After": str(int(wait) + 1)})
 
     def instructor(self, request: Request) -> None:
-        token = _bearer(request)
+        token = bearer(request)
         if token is not None:
             if hmac.compare_digest(token.encode(), self.config.instructor_token.encode()):
                 return
             self.check_failed_auth(request)
-            raise _Refused(403, "wrong instructor token")
+            raise Refused(403, "wrong instructor token")
         cookie = request.cookies.get(COOKIE, "")
         if cookie and hmac.compare_digest(cookie.encode(), self.cookie_value.encode()):
             return
-        raise _Refused(401, "the instructor token is needed (Authorization: Bearer TOKEN, or log in at /dashboard)")
+        raise Refused(401, "the instructor token is needed (Authorization: Bearer TOKEN, or log in at /dashboard)")
 
     async def learner(self, request: Request) -> dict[str, Any]:
-        key = _bearer(request)
+        key = bearer(request)
         if key is None:
-            raise _Refused(401, "no learner key: run `gdrlab class join URL --name NAME` first")
+            raise Refused(401, "no learner key: run `gdrlab class join URL --name NAME` first")
         found = await run_in_threadpool(self.store.learner_by_key_hash, key_hash(key))
         if found is None:
             self.check_failed_auth(request)
-            raise _Refused(403, "unknown learner key: join the class again (`gdrlab class join URL --name NAME`)")
+            raise Refused(403, "unknown learner key: join the class again (`gdrlab class join URL --name NAME`)")
         return found
 
     # ------------------------------------------------------------------ learners
     async def join(self, request: Request) -> Response:
-        body = _parse_json(await _read_body(request, 4096))
+        body = parse_json(await read_body(request, 4096))
         if not isinstance(body, dict) or not isinstance(body.get("join_token"), str):
-            raise _Refused(400, 'join: send {"join_token": ..., "name": ...}')
+            raise Refused(400, 'join: send {"join_token": ..., "name": ...}')
         if not hmac.compare_digest(body["join_token"].encode(), self.config.join_token.encode()):
             self.check_failed_auth(request)
-            raise _Refused(403, "wrong join token: ask your instructor for the class's join URL")
+            raise Refused(403, "wrong join token: ask your instructor for the class's join URL")
         name = schema.validate_name(body.get("name"))
         if await run_in_threadpool(self.store.count_learners) >= self.config.max_learners:
-            raise _Refused(409, f"the class is full ({self.config.max_learners} learners)")
+            raise Refused(409, f"the class is full ({self.config.max_learners} learners)")
         key = secrets.token_urlsafe(32)
         learner_id = await run_in_threadpool(self.store.add_learner, name, key_hash(key))
         self.hub.notify()
@@ -283,8 +178,8 @@ class _ClassView:
         who = await self.learner(request)
         wait = self.submit_limit.take(who["id"])
         if wait:
-            raise _Refused(429, f"too many submissions: retry in {wait:.0f} s", {"Retry-After": str(int(wait) + 1)})
-        doc = schema.validate_submission(_parse_json(await _read_body(request, self.config.max_body_bytes)),
+            raise Refused(429, f"too many submissions: retry in {wait:.0f} s", {"Retry-After": str(int(wait) + 1)})
+        doc = schema.validate_submission(parse_json(await read_body(request, self.config.max_body_bytes)),
                                          self.config.limits)
         outcomes = await run_in_threadpool(self.store.add_items, who["id"], doc["fingerprint"], submission_items(doc))
         new = [o for o in outcomes if not o.duplicate]
@@ -344,7 +239,7 @@ class _ClassView:
         self.instructor(request)
         since_text = request.query_params.get("since", "0")
         if not since_text.isascii() or not since_text.isdigit() or len(since_text) > 18:
-            raise _Refused(400, "since: a submission id (a whole number)")
+            raise Refused(400, "since: a submission id (a whole number)")
         return JSONResponse(await run_in_threadpool(self._shared_state, int(since_text)))
 
     async def events(self, request: Request) -> Response:
@@ -354,13 +249,13 @@ class _ClassView:
         resume = request.headers.get("last-event-id", "")
         for text in (since_text, resume):
             if text and (not text.isascii() or not text.isdigit() or len(text) > 18):
-                raise _Refused(400, "since: a submission id (a whole number)")
+                raise Refused(400, "since: a submission id (a whole number)")
         since = max(int(since_text or 0), int(resume or 0))
         loop, wake = asyncio.get_running_loop(), asyncio.Event()
         if not self.hub.enter(loop, wake):
             if self.hub.closed:
-                raise _Refused(503, "the class view is shutting down", {"Retry-After": "5"})
-            raise _Refused(503, f"too many live dashboards ({self.hub.max_clients}): this page polls instead",
+                raise Refused(503, "the class view is shutting down", {"Retry-After": "5"})
+            raise Refused(503, f"too many live dashboards ({self.hub.max_clients}): this page polls instead",
                            {"Retry-After": "30"})
         stream = event_stream(self.hub, loop, wake, lambda since: run_in_threadpool(self._shared_state, since), since,
                               self.config.heartbeat_s)
@@ -373,7 +268,7 @@ class _ClassView:
         try:
             data = await run_in_threadpool(export_parquet_bytes, self.store, anonymise)
         except ImportError:
-            raise _Refused(501, "Parquet export needs pyarrow on the server: pip install 'gdrlab[class]'") from None
+            raise Refused(501, "Parquet export needs pyarrow on the server: pip install 'gdrlab[class]'") from None
         return Response(data, media_type="application/vnd.apache.parquet",
                         headers={"Content-Disposition": 'attachment; filename="gdrlab-class.parquet"'})
 
@@ -393,12 +288,12 @@ class _ClassView:
     async def dashboard(self, request: Request) -> Response:
         try:
             self.instructor(request)
-        except _Refused:
+        except Refused:
             return HTMLResponse(login_page(), status_code=401)
         return HTMLResponse(await run_in_threadpool(dashboard_page, self.store))
 
     async def login(self, request: Request) -> Response:
-        form = parse_qs((await _read_body(request, 4096)).decode("utf-8", "replace"))
+        form = parse_qs((await read_body(request, 4096)).decode("utf-8", "replace"))
         token = (form.get("token") or [""])[0].strip()
         if not hmac.compare_digest(token.encode(), self.config.instructor_token.encode()):
             self.check_failed_auth(request)
@@ -424,7 +319,7 @@ class _ClassView:
             "dashboard.css": lambda: STATIC / "dashboard.css"}
         name = request.path_params["name"]
         if name not in files:
-            raise _Refused(404, "not found")
+            raise Refused(404, "not found")
         response = FileResponse(files[name]())
         response.headers["Cache-Control"] = "max-age=3600"
         return response
@@ -455,24 +350,24 @@ def create_app(store: Store, config: ClassConfig) -> Starlette:
     """The class view as an ASGI app over ``store``."""
     v = _ClassView(store, config)
     routes = [
-        Route("/", _guarded(v.index)),
-        Route("/healthz", _guarded(v.health)),
-        Route("/api/join", _guarded(v.join), methods=["POST"]),
-        Route("/api/submit", _guarded(v.submit), methods=["POST"]),
-        Route("/api/state", _guarded(v.state)),
-        Route("/api/recorded", _guarded(v.recorded)),
-        Route("/api/events", _guarded(v.events)),
-        Route("/export.csv", _guarded(v.export_csv)),
-        Route("/export.parquet", _guarded(v.export_parquet)),
-        Route("/dashboard", _guarded(v.dashboard)),
-        Route("/login", _guarded(v.login), methods=["POST"]),
-        Route("/logout", _guarded(v.logout), methods=["POST"]),
-        Route("/static/{name}", _guarded(v.static)),
+        Route("/", guarded(v.index)),
+        Route("/healthz", guarded(v.health)),
+        Route("/api/join", guarded(v.join), methods=["POST"]),
+        Route("/api/submit", guarded(v.submit), methods=["POST"]),
+        Route("/api/state", guarded(v.state)),
+        Route("/api/recorded", guarded(v.recorded)),
+        Route("/api/events", guarded(v.events)),
+        Route("/export.csv", guarded(v.export_csv)),
+        Route("/export.parquet", guarded(v.export_parquet)),
+        Route("/dashboard", guarded(v.dashboard)),
+        Route("/login", guarded(v.login), methods=["POST"]),
+        Route("/logout", guarded(v.logout), methods=["POST"]),
+        Route("/static/{name}", guarded(v.static)),
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 404)
-        return _secured(_error(status, "not found" if status == 404 else "method not allowed" if status == 405
+        return secured(error_response(status, "not found" if status == 404 else "method not allowed" if status == 405
                                else "refused"))
 
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})

@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from .. import provenance
 from .client import ClassError, load_config, submit
 
 __all__ = ["NOT_JOINED", "submit_button"]
@@ -45,7 +46,8 @@ def _frames(df_or_result: Any) -> tuple[list[Any], list[str]]:
             files.append(str(Path(item)))
         elif isinstance(item, dict) and isinstance(item.get("rows"), list):
             df = pd.DataFrame(item["rows"])
-            df.attrs["provenance"] = item.get("provenance")
+            if isinstance(item.get("provenance"), dict):  # without one the client says so, in one line
+                provenance.attach(df, item["provenance"], column=False)
             dfs.append(df)
         elif hasattr(item, "to_dict") and hasattr(item, "attrs"):
             dfs.append(item)

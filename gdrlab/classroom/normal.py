@@ -19,6 +19,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from .. import provenance
 from ..model import explain_rows, predict, profile_from_machine
 from ..model.core import NETWORK_PATHS
 from ..model.machine import facts_from_doctor
@@ -126,7 +127,9 @@ class Verdicts:
                 continue
             prof, key, _label = made
             df = pd.DataFrame([rows[i]["data"] for i in idx])
-            df.attrs["provenance"] = json.loads(prov_text)  # explain_rows reads the peer from it
+            stored = json.loads(prov_text)
+            if stored.get("kind") in provenance.KINDS:  # explain_rows reads the peer from it
+                provenance.attach(df, stored, column=False)
             explained = explain_rows(df, prof).to_dict(orient="records")
             for i, e in zip(idx, explained):
                 got = {"verdict": e.get("verdict"), "model_bw_gbps": _number(e.get("model_bw_gbps")),
