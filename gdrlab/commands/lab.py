@@ -29,6 +29,7 @@ PACKAGE = Path(__file__).resolve().parents[1]
 STUDENT_LABS = PACKAGE / "data" / "labs"
 SHIPPED_DOCS = PACKAGE / "data" / "docs"  # what the labs link to as ../docs/NAME
 STUDENT_JUPYTER_CONFIG = PACKAGE / "data" / "jupyter-student"
+COURSE_JUPYTER_CONFIG = PACKAGE / "data" / "jupyter-course"  # the Assignments tab on, instructor tools off
 DEFAULT_WORKDIR = "~/gdrlab-labs"
 COURSE_ID = "gdrlab"  # labs/nbgrader_config.py's c.CourseDirectory.course_id
 COURSE_CONFIG = "nbgrader_config.py"
@@ -230,11 +231,13 @@ def _with_bin_on_path(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def student_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for a learner's JupyterLab: nbgrader's instructor extensions switched off."""
+def student_env(base: Mapping[str, str] | None = None, course: bool = False) -> dict[str, str]:
+    """The environment for a learner's JupyterLab: nbgrader's instructor extensions switched off,
+    and, in a course (``course``), its Assignments tab (fetch, validate, submit) switched on."""
     env = _with_bin_on_path(dict(os.environ if base is None else base))
     extra = env.get("JUPYTER_CONFIG_PATH")
-    env["JUPYTER_CONFIG_PATH"] = str(STUDENT_JUPYTER_CONFIG) + (os.pathsep + extra if extra else "")
+    own = COURSE_JUPYTER_CONFIG if course else STUDENT_JUPYTER_CONFIG
+    env["JUPYTER_CONFIG_PATH"] = str(own) + (os.pathsep + extra if extra else "")
     return env
 
 
@@ -284,6 +287,8 @@ def run(args: argparse.Namespace) -> int:
         if args.course is not None:
             course = set_course(workdir, args.course, args.dry_run)
             notes += course.pop("notes")
+        if args.course is not None or (workdir / COURSE_CONFIG).is_file():
+            env = student_env(course=True)   # a course: the Assignments tab, for fetch and submit
     cmd = jupyter_command(workdir, args.no_browser, args.port, args.ip, allow_root)
     if args.prepare:
         cmd = []

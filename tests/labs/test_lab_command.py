@@ -272,3 +272,18 @@ def test_before_the_workshop_page_is_linked_and_names_what_exists():
                for h in re.findall(r"^#+ (.+)$", page, re.M)}
     for link in re.findall(r"\]\((#[^)]+)\)", page):
         assert link in anchors, link
+
+
+def test_a_course_learner_gets_the_assignments_tab_and_no_instructor_tools():
+    """Issue 34 (hub report): a learner in a course needs nbgrader's Assignments tab (fetch, submit)
+    in JupyterLab; formgrader, the course list and 'create assignment' stay off."""
+    env = lab.student_env({}, course=True)
+    first = Path(env["JUPYTER_CONFIG_PATH"].split(":", 1)[0])
+    server = json.loads((first / "jupyter_server_config.json").read_text())["ServerApp"]["jpserver_extensions"]
+    assert server["nbgrader.server_extensions.assignment_list"] is True
+    assert server["nbgrader.server_extensions.formgrader"] is False
+    assert server["nbgrader.server_extensions.course_list"] is False
+    page = json.loads((first / "labconfig" / "page_config.json").read_text())["disabledExtensions"]
+    assert page.get("@jupyter/nbgrader:assignment-list") is not True and "@jupyter/nbgrader" not in page
+    for tool in ("formgrader", "create-assignment", "course-list"):
+        assert page[f"@jupyter/nbgrader:{tool}"] is True

@@ -79,6 +79,7 @@ def test_wheel_carries_the_student_labs_and_no_answers(dist):
         members = _text_members((n, z.read) for n in z.namelist())
     _assert_student_labs(members, "gdrlab/data/labs/")
     assert "gdrlab/data/jupyter-student/labconfig/page_config.json" in members
+    assert "gdrlab/data/jupyter-course/labconfig/page_config.json" in members
 
 
 def test_sdist_carries_the_student_labs_and_no_answers(dist):
