@@ -64,12 +64,17 @@ fi
 
 if has parity; then
   step "parity: spin budgets, sweep speed, copy engines, UCX, each against a reference of the same run"
-  timeout 240 $PY bench/host_latency.py --spin 0,50 --reps 7 --iters 20000 --json "$R/host_latency_spin.json" 2>&1 | tail -12
+  [ -z "${SKIP_SPIN:-}" ] && timeout 240 $PY bench/host_latency.py --spin 0,50 --reps 7 --iters 20000 --json "$R/host_latency_spin.json" 2>&1 | tail -12
   [ -f bench/sweep_speed.py ] && timeout 300 $PY bench/sweep_speed.py "$R/sweep_speed" --reps 3 2>&1 | tail -20
-  [ -f bench/copy_engines.py ] && timeout 240 $PY bench/copy_engines.py "$R/copy_engines" --raw-copy "$R/raw_copy" 2>&1 | tail -20
+  [ -z "${SKIP_COPY:-}" ] && [ -f bench/copy_engines.py ] && timeout 240 $PY bench/copy_engines.py "$R/copy_engines" --raw-copy "$R/raw_copy" 2>&1 | tail -20
   [ -f bench/ucx_reference.sh ] && timeout 240 bash bench/ucx_reference.sh "$R/ucx" 2>&1 | tail -20
-  [ -f bench/ucx_reference.py ] && timeout 240 $PY bench/ucx_reference.py "$R/ucx" 2>&1 | tail -20
-  cp -r "$R"/host_latency_spin.json "$R"/sweep_speed "$R"/copy_engines "$R"/ucx "$OUT"/ 2>/dev/null
+  [ -f bench/ucx_reference.py ] && timeout 150 $PY bench/ucx_reference.py "$R/ucx" --reps 3 2>&1 | tail -8
+  [ -f bench/ucx_reference.py ] && timeout 150 $PY bench/ucx_reference.py "$R/ucx_cuda" --mem cuda --reps 3 2>&1 | tail -8
+  timeout 60 $PY -m gdrlab ucx protocols --mem cuda --json > "$R/ucx_protocols_cuda.json" 2> "$R/ucx_protocols_cuda.err"
+  echo "ucx protocols --mem cuda: exit $?"; tail -3 "$R/ucx_protocols_cuda.err"
+  [ -f bench/mpi_wire.py ] && timeout 120 $PY bench/mpi_wire.py "$R/mpi_wire" --reps 3 2>&1 | tail -8
+  cp -r "$R"/host_latency_spin.json "$R"/sweep_speed "$R"/copy_engines "$R"/ucx "$R"/ucx_cuda "$R"/ucx_protocols_cuda.json \
+    "$R"/mpi_wire "$OUT"/ 2>/dev/null
 fi
 
 if has record; then
