@@ -32,8 +32,13 @@ from .stats import (
 
 __all__ = ["Parity", "check_parity", "LanesPeer", "measure_size", "lane_sizes"]
 
-#: Adaptive runs: above this size a sample costs enough that fewer make the first batch.
+#: Adaptive runs: above this size a sample costs enough that fewer make the kept test.
 SMALL_BYTES = 1 << 20
+#: Adaptive runs: up to this size a probe test sizes the kept one; above it one iteration costs
+#: about what the probe would, and the kept test takes the least count.
+PROBE_BYTES = 4 << 20
+#: Adaptive runs: timed iterations of the probe test (after one untimed).
+PROBE_ITERS = 3
 #: The wires whose both sides the engine carries: the memory kinds follow the path there.
 ENGINE_WIRES = WIRES
 #: The most lanes one test spreads over (perftest's -q takes more, but a class server has 64 places).
@@ -207,24 +212,41 @@ class _Run:
 
 
 def _collect(call: Callable[[int, int], tuple[Any, float, bool, dict[str, Any]]], n_fixed: int, warmup: int,
-             adaptive: Adaptive | None, out: _Run) -> None:
-    """Fixed count (one call of ``n_fixed``) or adaptive batches; ``call(iters, warmup)``.
-    Later batches warm up again briefly: each test allocates its buffers anew."""
+             adaptive: Adaptive | None, out: _Run, *, cost_per_sample: float = 1.0, probe: bool = True) -> None:
+    """One kept test of ``call(iters, warmup)``, both for the fixed count and the adaptive one.
+
+    Fixed: ``n_fixed`` timed iterations after ``warmup`` untimed ones.
+
+    Adaptive (``adaptive``: the budget of this half and the least and most samples): the count of
+    the kept test is chosen before it starts, then the test runs once with the same ``warmup`` as
+    the fixed count. Where an iteration is cheap (``probe``) a probe test of :data:`PROBE_ITERS`
+    timed iterations after one untimed one gives the time of an iteration (its median sample times
+    ``cost_per_sample``: 2 for latency, whose sample is half a round trip) and the test's own
+    overhead (buffers, verification); the count is what the rest of the budget holds, within
+    ``least`` and ``most``. The probe's samples are dropped. Where an iteration is dear (large
+    sizes) there is no probe: ``least`` iterations. So the adaptive median is the median of the
+    timed iterations of one warmed-up test, as the fixed one is; never samples pooled over tests.
+    (Pooling re-allocating batches, each warmed up with 2 iterations only, put every later test's
+    cold first iterations into the median, and stopping as soon as the median's interval looked
+    tight kept only the first samples after warm-up: both read high.)"""
     if adaptive is None:
-        s, out.nbytes, ok, out.info = call(n_fixed, warmup)
-        out.samples.extend(np.asarray(s, dtype=float).tolist())
+        n = n_fixed
+    elif not probe:
+        n = min(adaptive.least, adaptive.most)
+    else:
+        t0 = time.perf_counter()
+        s, _, ok, _ = call(PROBE_ITERS, 1)
+        spent = time.perf_counter() - t0
         out.verified = out.verified and ok
-        return
-    t0 = time.perf_counter()
-    first = True
-    while True:
-        n = adaptive.next_batch(out.samples, time.perf_counter() - t0)
-        if n <= 0:
-            return
-        s, out.nbytes, ok, out.info = call(n, warmup if first else min(warmup, 2))
-        first = False
-        out.samples.extend(np.asarray(s, dtype=float).tolist())
-        out.verified = out.verified and ok
+        s = np.asarray(s, dtype=float)
+        per_iter = float(np.median(s)) * cost_per_sample if s.size else 0.0
+        overhead = max(0.0, spent - (PROBE_ITERS + 1) * per_iter)  # the test's own cost, paid again
+        left = adaptive.budget_s - spent - overhead
+        n = int(left / per_iter) - warmup if per_iter > 0 else adaptive.most
+        n = max(min(adaptive.least, adaptive.most), min(n, adaptive.most))
+    s, out.nbytes, ok, out.info = call(n, warmup)
+    out.samples.extend(np.asarray(s, dtype=float).tolist())
+    out.verified = out.verified and ok
 
 
 def _buffers(conns: list[Any], parts: list[int], kind: str | None, device: int) -> list[Buffer | None]:
@@ -252,11 +274,12 @@ def measure_size(conns: list[Any], opts: Any, size: int) -> tuple[dict[str, Any]
     lat = bw = None
     if wants_latency(opts.mode):
         wu = opts.warmup if opts.warmup is not None else max(2, min(n_lat // 10, 50))
-        least = min(20 if size <= SMALL_BYTES else 5, n_lat)
+        least = min(20 if size <= SMALL_BYTES else 5 if size <= PROBE_BYTES else 3, n_lat)
         ad = None if budget is None else Adaptive(budget / halves, least=least, most=max(n_lat, least))
         buf = _buffers(conns[:1], [size], par.src_mem, opts.device)[0]
         _collect(lambda n, w: conns[0].measure(opts.path, size, mode="lat", iters=n, warmup=w, window=1,
-                                               buffer=buf, **common), n_lat, wu, ad, lat_run)
+                                               buffer=buf, **common), n_lat, wu, ad, lat_run,
+                 cost_per_sample=2.0, probe=size <= PROBE_BYTES)
         lat, info = summarize(lat_run.samples, lat_run.nbytes), lat_run.info
         kept["lat_us"] = np.asarray(lat_run.samples) * 1e6
     if wants_bandwidth(opts.mode):
@@ -271,11 +294,11 @@ def measure_size(conns: list[Any], opts: Any, size: int) -> tuple[dict[str, Any]
             try:
                 least = min(5 if size <= SMALL_BYTES else 3, n_bw)
                 ad = None if budget is None else Adaptive(budget / halves, least=least, most=max(n_bw, least))
-                if len(parts) > 1:
+                if len(parts) > 1:  # no probe then: the lanes' kept tests start together
                     start.wait(opts.timeout_s)
                 _collect(lambda n, w: conns[i].measure(opts.path, parts[i], mode="bw", iters=n, warmup=w,
                                                        window=window, buffer=bufs[i], both_ways=par.bidir, **common),
-                         n_bw, wu, ad, bw_runs[i])
+                         n_bw, wu, ad, bw_runs[i], probe=size <= PROBE_BYTES and len(parts) == 1)
             except BaseException as exc:  # raised below, in the caller's thread
                 errors.append(exc)
                 start.abort()
