@@ -91,7 +91,7 @@ LATE_PENDING = {
     "gdrlab/commands/_common.py": 4, "gdrlab/commands/bench.py": 11, "gdrlab/commands/classroom.py": 9,
     "gdrlab/commands/doctor.py": 6, "gdrlab/commands/lab.py": 1, "gdrlab/commands/model.py": 9,
     "gdrlab/commands/nccl.py": 12, "gdrlab/commands/p2p_matrix.py": 4, "gdrlab/commands/serve.py": 4,
-    "gdrlab/commands/topo.py": 1, "gdrlab/grading.py": 1, "gdrlab/hw/cluster.py": 1,
+    "gdrlab/grading.py": 1, "gdrlab/hw/cluster.py": 1,
     "gdrlab/labsupport/__init__.py": 5, "gdrlab/labsupport/lab00.py": 10, "gdrlab/labsupport/lab01.py": 31,
     "gdrlab/labsupport/lab02.py": 21, "gdrlab/labsupport/lab03.py": 7, "gdrlab/labsupport/lab04.py": 15,
     "gdrlab/labsupport/lab05.py": 15, "gdrlab/model/machine.py": 1, "gdrlab/model/profile.py": 2,
