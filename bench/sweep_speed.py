@@ -2,16 +2,21 @@
 
 Measured in one run, median of --reps repetitions, the two methods alternating so drift hits both:
   1. the sweep over --paths and --sizes with the fixed iteration counts (`gdrlab bench` without
-     --duration; one connection per path) against the adaptive sweep (a time budget per size, the
-     iterations added until the median's confidence interval is tight; one connection for every
-     path): seconds per path and for the GPU paths together, and per size the ratio of the adaptive
-     p50 (latency and bandwidth) to the fixed one;
+     --duration; one connection per path) against the adaptive sweep (a time budget per size; one
+     connection for every path): seconds per path and for the GPU paths together, and per size the
+     ratio of the adaptive p50 (latency and bandwidth) to the fixed one. The adaptive p50 is the
+     median of the timed iterations of one warmed-up test per size and half (latency, bandwidth),
+     its count chosen from a short probe test whose samples are dropped (gdrlab.transfer.lanes,
+     _collect), as the fixed p50 is the median of one test's timed iterations. Per size also, from
+     the fixed run's own samples in time order, the p50 of its first 20 latency samples (first 5
+     bandwidth windows) over the p50 of all of them: above 1, a test's early samples after warm-up
+     read slow, which a short test would take for the size's value (position effect);
   2. the host path at 64 MiB with --streams 1,2,4 (a `gdrlab serve` process as the peer) against a
      plain socket loop between two processes (bench/socket_loop.c, or socket_loop.py without a C
      compiler) carrying the same bytes over as many connections at once.
 
     python bench/sweep_speed.py OUT_DIR [--paths host,staged,shared,pipelined] [--sizes 8:64M]
-                                [--reps 3] [--budget 0.08] [--streams 1,2,4]
+                                [--reps 3] [--budget 0.05] [--streams 1,2,4|none]
 
 Both sweeps serve from a thread peer for every path (GPU paths need it; host takes it too so the
 two methods differ only in how they count iterations and connect). Writes OUT_DIR/sweep_speed.json
@@ -54,6 +59,18 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+HEAD_LAT, HEAD_BW = 20, 5  # the early samples the position check compares with the whole test
+
+
+def _head_ratio(samples, k: int) -> float | None:
+    """p50 of the first ``k`` samples over the p50 of all (None when there are too few)."""
+    s = [float(x) for x in samples]
+    if len(s) < 2 * k:
+        return None
+    whole = statistics.median(s)
+    return statistics.median(s[:k]) / whole if whole else None
+
+
 def _sweep(paths: list[str], sizes: list[int], budget: float | None) -> tuple[dict, dict]:
     """({path: seconds}, {path: {size: row}}). Fixed (budget None): one Sweep (peer and
     connection) per path, as `gdrlab bench` runs; adaptive: one Sweep, one connection, for every
@@ -63,8 +80,13 @@ def _sweep(paths: list[str], sizes: list[int], budget: float | None) -> tuple[di
 
     def timed(sweep: Sweep, p: str, s: int) -> dict:
         t = time.perf_counter()
-        row = dict(sweep.row(s, path=p)[0])
+        got, kept = sweep.row(s, path=p)
+        row = dict(got)
         row["seconds"] = time.perf_counter() - t  # the first size of a connection includes opening it
+        row["lat_head_ratio"] = _head_ratio(kept.get("lat_us", []), HEAD_LAT)
+        # bandwidth samples are GB/s: invert so that above 1 reads "slower" as for latency
+        bw_head = _head_ratio(kept.get("bw_gbps", []), HEAD_BW)
+        row["bw_head_ratio"] = 1 / bw_head if bw_head else None
         return row
 
     if budget is None:
@@ -97,6 +119,9 @@ def _ratios(fixed: list[dict], adaptive: list[dict], paths: list[str], sizes: li
             r["iters_adaptive"] = statistics.median(run[p][s]["iters"] for run in adaptive)
             r["seconds_fixed"] = statistics.median(run[p][s]["seconds"] for run in fixed)
             r["seconds_adaptive"] = statistics.median(run[p][s]["seconds"] for run in adaptive)
+            for col in ("lat_head_ratio", "bw_head_ratio"):
+                got = [run[p][s][col] for run in fixed if run[p][s][col] is not None]
+                r[f"fixed_{col}"] = statistics.median(got) if got else None
             out[p].append(r)
     return out
 
@@ -170,8 +195,10 @@ def main() -> int:
     ap.add_argument("--paths", default="host,staged,shared,pipelined")
     ap.add_argument("--sizes", default="8:64M")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--budget", type=float, default=0.08, help="adaptive: seconds per size at most")
-    ap.add_argument("--streams", default="1,2,4")
+    ap.add_argument("--budget", type=float, default=0.05,
+                    help="adaptive: seconds per size (latency and bandwidth halves share it); sizes above "
+                         "4 MiB take the least count instead")
+    ap.add_argument("--streams", default="1,2,4", help="host 64 MiB stream counts, or 'none' to skip that part")
     ap.add_argument("--stream-size", default="64M")
     a = ap.parse_args()
     out = Path(a.out)
@@ -209,11 +236,20 @@ def main() -> int:
                                         if len(gpu) == len(GPU_SWEEP) else None),
         }
         doc["per_size"] = ratios
-    doc["host_streams"] = {"size": parse_size(a.stream_size),
-                           "by_streams": _streams(parse_size(a.stream_size),
-                                                  [int(x) for x in a.streams.split(",")], a.reps),
-                           "reference": "bench/socket_loop.c (socket_loop.py without a C compiler), as many "
-                                        "loops at once as streams"}
+        heads = {p: [r["fixed_lat_head_ratio"] for r in ratios[p] if r["fixed_lat_head_ratio"] is not None]
+                 for p in paths}
+        doc["position_effect"] = {
+            "what": f"fixed run: p50 of the first {HEAD_LAT} latency samples of a test over the p50 of all, "
+                    "median over sizes and reps (per size: per_size[].fixed_lat_head_ratio)",
+            "by_path": {p: statistics.median(h) if h else None for p, h in heads.items()}}
+    if a.streams == "none":
+        doc["host_streams"] = None
+    else:
+        doc["host_streams"] = {"size": parse_size(a.stream_size),
+                               "by_streams": _streams(parse_size(a.stream_size),
+                                                      [int(x) for x in a.streams.split(",")], a.reps),
+                               "reference": "bench/socket_loop.c (socket_loop.py without a C compiler), as many "
+                                            "loops at once as streams"}
     doc["provenance"] = provenance.live({"what": "bench/sweep_speed.py " + " ".join(sys.argv[1:])}, machine())
     (out / "sweep_speed.json").write_text(json.dumps(doc, indent=1, default=float))
     log(f"wrote {out / 'sweep_speed.json'}")

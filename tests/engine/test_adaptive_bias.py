@@ -43,7 +43,7 @@ def _measure(size: int, duration: float | None, mode: str = "lat"):
 
 
 def test_fixed_count_is_one_warmed_test():
-    conn, row, kept = _measure(8, None)
+    conn, _, kept = _measure(8, None)
     assert len(conn.calls) == 1
     assert conn.calls[0]["warmup"] >= COLD_ITERS  # the fixed warm-up covers the cold iterations here
     assert COLD_S * 1e6 not in kept["lat_us"]
@@ -73,7 +73,7 @@ def test_adaptive_keeps_one_test_sized_by_the_budget(size):
 
 
 def test_large_sizes_take_one_test_per_half_without_a_probe():
-    conn, row, kept = _measure(64 << 20, 0.08, mode="both")
+    conn, _, _ = _measure(64 << 20, 0.08, mode="both")
     modes = [c["mode"] for c in conn.calls]
     assert modes == ["lat", "bw"], conn.calls
     assert all(c["iters"] <= 5 for c in conn.calls)
