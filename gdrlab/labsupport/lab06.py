@@ -3,8 +3,9 @@
 Storage: this machine's cuFile status (:mod:`gdrlab.hw.storage`), a live read of a file into GPU
 memory three ways where a GPU and libcufile exist, the recorded runs of ``bench/record_storage.py``
 where they ship (``gdrlab/data/recorded/*-storage-*.csv`` with their JSON sidecar), and a model of
-the three ways plus GDS proper. GPU-initiated networking: a model of the message rate with and
-without a CPU proxy thread. Every table carries its provenance.
+the three ways plus GDS proper (:mod:`gdrlab.model.storage`). GPU-initiated networking: the message
+rate with and without a CPU proxy thread (:mod:`gdrlab.model.initiated`). Every table carries its
+provenance.
 """
 from __future__ import annotations
 
@@ -17,20 +18,25 @@ from typing import TYPE_CHECKING, Any
 
 from .. import provenance
 from ..hw import storage
-from ..recorded import data_dir, load
+from ..model.initiated import INITIATED_PARAMS, predict_initiated
+from ..model.storage import drive, predict_storage
+from ..recorded import data_dir
 from . import SIZE_TICKS, lab05
 
 if TYPE_CHECKING:
     import pandas as pd
     import plotly.graph_objects as go
 
-__all__ = ["METHOD_NAMES", "NO_RECORDING", "gpu_nvme_pairs", "live_storage", "proxy_figure", "proxy_model",
+__all__ = ["INITIATED_PROFILE", "INITIATOR_NAMES", "METHOD_NAMES", "NO_RECORDING", "STORAGE_DRIVE", "STORAGE_PROFILE",
+           "gpu_nvme_pairs", "initiated_param_table", "live_storage", "proxy_figure", "proxy_model",
            "recorded_mode_note", "recorded_storage", "storage_figure", "storage_model", "storage_params",
-           "storage_status"]
+           "storage_ranking", "storage_status"]
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 METHOD_NAMES = {"cufile": "cuFile into GPU memory", "pinned_read_copy": "read() to pinned + copy",
-                "pageable_read_copy": "read() to pageable + copy"}
+                "pageable_read_copy": "read() to pageable + copy",
+                "gds": "GDS proper (peer-to-peer)", "cufile-compat": "cuFile compat (bounce buffer)",
+                "read-pinned": "read() to pinned + copy", "read-pageable": "read() to pageable + copy"}
 NO_RECORDING = ("no recording of this machine is shipped: gdrlab/data/recorded holds no *-storage-*.csv "
                 "(bench/record_storage.py makes one on a GPU machine)")
 
@@ -141,78 +147,43 @@ def recorded_mode_note(df: pd.DataFrame) -> str:
 
 
 # ----------------------------------------------------------------------------- the storage model
-def _recorded_rate(name: str) -> tuple[float, float, str]:
-    """(bw at the largest size GB/s, latency at the smallest size µs, label) of a recorded copy sweep."""
-    df = load(name).sort_values("size")
-    return float(df["bw_gbps"].iloc[-1]), float(df["lat_p50_us"].iloc[0]), provenance.label(df)
+#: The profile and drive the lab's storage model runs on unless a cell names others.
+STORAGE_PROFILE, STORAGE_DRIVE = "h200-lab", "nvme-gen4"
+_PLACEMENT = {"same switch": "same-switch", "same host bridge": "same-host-bridge", "cross socket": "cross-socket"}
 
 
-def storage_params() -> dict[str, tuple[float, str]]:
-    """The storage model's parameters: ``{name: (value, source)}``. Copy rates come from the H200
-    recordings; the drive is a PCIe Gen4 x4 NVMe drive at its link's data rate (an assumption:
-    real drives read below it); the per-read cost is assumed."""
-    gen4_x4 = 16e9 * 4 * 128 / 130 / 8 / 1e9          # 16 GT/s, 4 lanes, 128b/130b: bytes/s in GB/s
-    params: dict[str, tuple[float, str]] = {
-        "drive_gbps": (round(gen4_x4, 2), ("assumed: a PCIe Gen4 x4 NVMe drive reading at its link's data rate "
-                                           "(16 GT/s x 4 lanes x 128/130 / 8)")),
-        "read_setup_us": (10.0, "assumed: fixed cost of one read (system call, drive command); change it"),
-        "bounce_chunk_bytes": (float(MiB), "per_buffer_cache_size_kb = 1024 in the stock cufile.json"),
-        "cross_socket_factor": (round(11 / 23, 3), ("GPU memory across sockets about 11 GB/s vs 23 GB/s from host "
-                                                    "memory (ib_write_bw, perftest issue #241, A30 + 200 Gb/s mlx5)")),
-    }
-    try:
-        bw, lat, label = _recorded_rate("h200-copy-h2d-pinned")
-        params["h2d_pinned_gbps"] = (round(bw, 2), f"{label}, largest size")
-        params["copy_launch_us"] = (round(lat, 2), f"{label}, smallest size")
-        bw, _, label = _recorded_rate("h200-copy-h2d-pageable")
-        params["h2d_pageable_gbps"] = (round(bw, 2), f"{label}, largest size")
-        cur = load("h200-curriculum")
-        mem = cur.loc[cur.get("stage") == "memcpy", "bw_gbps"]
-        params["memcpy_gbps"] = (float(mem.iloc[0]), f"{provenance.label(cur)}, host memcpy, one thread")
-    except Exception as exc:  # noqa: BLE001  recordings missing: the model still runs, on stated assumptions
-        why = f"assumed (recording unavailable: {type(exc).__name__})"
-        params.setdefault("h2d_pinned_gbps", (25.0, why))
-        params.setdefault("copy_launch_us", (6.0, why))
-        params.setdefault("h2d_pageable_gbps", (8.0, why))
-        params.setdefault("memcpy_gbps", (10.0, why))
-    return params
+def storage_params(drive_name: str = STORAGE_DRIVE) -> dict[str, tuple[float, str, str]]:
+    """The storage model's drive parameters (:func:`gdrlab.model.storage.drive`): ``{name: (value,
+    level, source)}``; the GPU link, copy and peer-write rates come from the profile."""
+    return dict(drive(drive_name))
 
 
 def storage_model(params: dict[str, Any] | None = None, sizes: list[int] | None = None,
-                  placement: str = "same switch") -> pd.DataFrame:
-    """Modelled time to get ``size`` bytes from a cold NVMe drive into GPU memory, per method:
-    GDS proper (the drive DMAs into GPU memory), cuFile compat (chunks through one bounce buffer,
-    read then copy, one after the other), read() into pinned + copy, read() into pageable + copy
-    (both read()s land in the page cache first, then a CPU copy). ``placement`` "cross socket"
-    slows the peer-to-peer path by ``cross_socket_factor``. ``params``: values overriding
-    :func:`storage_params` (plain numbers)."""
-    import pandas as pd
-
-    p = {k: v for k, (v, _) in storage_params().items()}
-    p.update(params or {})
+                  placement: str = "same switch", *, profile: str = STORAGE_PROFILE,
+                  drive_name: str = STORAGE_DRIVE, page_cache: bool = False) -> pd.DataFrame:
+    """:func:`gdrlab.model.storage.predict_storage` in the lab's columns: per method (``gds``,
+    ``cufile-compat``, ``read-pinned``, ``read-pageable``) and size, ``t_us``, ``bw_gbps``, the
+    ``bottleneck`` part, and for compat mode the bounce-buffer ``chunks`` and ``last_chunk``.
+    ``params``: drive parameters overriding :func:`storage_params`; ``placement``: where the drive
+    sits relative to the GPU ("same switch", "same host bridge", "cross socket"). The provenance is
+    the model's (profile, its level, the drive, every parameter's level)."""
     sizes = sizes or [4 * KiB * 4 ** k for k in range(10)]
-    drive, setup, chunk = p["drive_gbps"], p["read_setup_us"], p["bounce_chunk_bytes"]
-    p2p = drive * (p["cross_socket_factor"] if placement == "cross socket" else 1.0)
-    rows = []
-    for s in sizes:
-        n = math.ceil(s / chunk)
-        last = s - (n - 1) * chunk
-        t = {
-            "GDS proper (peer-to-peer)": setup + s / (min(drive, p2p) * 1e3),
-            "cuFile compat (bounce buffer)": (n * (setup + p["copy_launch_us"])
-                                              + s / (drive * 1e3) + s / (p["h2d_pinned_gbps"] * 1e3)),
-            "read() to pinned + copy": (setup + s / (drive * 1e3) + s / (p["memcpy_gbps"] * 1e3)
-                                        + p["copy_launch_us"] + s / (p["h2d_pinned_gbps"] * 1e3)),
-            "read() to pageable + copy": (setup + s / (drive * 1e3) + s / (p["memcpy_gbps"] * 1e3)
-                                          + p["copy_launch_us"] + s / (p["h2d_pageable_gbps"] * 1e3)),
-        }
-        for method, us in t.items():
-            rows.append({"method": method, "size": s, "t_us": us, "bw_gbps": s / us / 1e3,
-                         "chunks": n if "compat" in method else 1, "last_chunk": last if "compat" in method else s})
-    df = pd.DataFrame(rows)
-    provenance.attach(df, provenance.modelled("lab 06 storage model", None, placement=placement,
-                                              params={k: round(float(v), 4) for k, v in p.items()}))
-    return df
+    df = predict_storage(profile, sizes, page_cache=page_cache, placement=_PLACEMENT.get(placement, placement),
+                         drive_name=drive_name, **(params or {}))
+    prov = provenance.of(df)
+    bounce = float(prov["storage_params"]["bounce_bytes"])
+    out = df.rename(columns={"lat_us": "t_us"})
+    compat = out["method"] == "cufile-compat"
+    n = (out["size"] / bounce).apply(math.ceil)
+    out["chunks"] = n.where(compat, 1).astype(int)
+    out["last_chunk"] = (out["size"] - (n - 1) * bounce).where(compat, out["size"]).astype(int)
+    return provenance.attach(out, prov, column=False)
+
+
+def storage_ranking(df: pd.DataFrame, size: int) -> list[tuple[str, float]]:
+    """``[(method, GB/s)]`` at ``size``, fastest first."""
+    g = df[df["size"] == size].sort_values("bw_gbps", ascending=False)
+    return [(str(m), float(b)) for m, b in zip(g["method"], g["bw_gbps"], strict=True)]
 
 
 def storage_figure(df: pd.DataFrame, y: str = "bw_gbps", measured: bool = False) -> go.Figure:
@@ -257,32 +228,29 @@ def gpu_nvme_pairs() -> tuple[pd.DataFrame, str]:
 
 
 # ----------------------------------------------------------------------------- GPU-initiated networking
-def proxy_model(sizes: list[int] | None = None, link_gbps: float = 50.0, nic_mops: float = 200.0,
-                proxy_post_us: float = 0.5, proxy_threads: int = 1, gpu_post_us: float = 1.0,
-                gpu_posters: int = 1024) -> pd.DataFrame:
-    """Modelled message rate (millions of messages per second) against message size, with a CPU
-    proxy thread posting every message and with GPU threads posting their own (GPU-initiated):
-    each is the smallest of the link's rate, the NIC's message rate and the posters' rate
-    (posters / time to post one). Every default is an assumption chosen to show the shape (a
-    400 Gb/s link is 50 GB/s), not a measurement: change them."""
+#: The profile the lab's GPU-initiated model runs on (it needs an RDMA NIC; h200-lab has none).
+INITIATED_PROFILE = "hopper-ndr"
+INITIATOR_NAMES = {"proxy": "CPU proxy", "gpu": "GPU-initiated"}
+
+
+def proxy_model(sizes: list[int] | None = None, profile: str = INITIATED_PROFILE, **params: Any) -> pd.DataFrame:
+    """:func:`gdrlab.model.initiated.predict_initiated` in the lab's columns: per initiator ("CPU
+    proxy", "GPU-initiated") and message size, the message rate ``mops`` (millions per second),
+    ``bw_gbps``, what ``limit``s the rate, and one put's ``lat_us``. ``params``: the model's
+    parameters (``INITIATED_PARAMS``) to override. The provenance is the model's."""
+    sizes = sizes or [2 ** k for k in range(3, 23)]
+    df = predict_initiated(profile, sizes, **params)
+    prov = provenance.of(df)
+    out = df.assign(initiator=df["initiator"].map(INITIATOR_NAMES))
+    return provenance.attach(out, prov, column=False)
+
+
+def initiated_param_table() -> pd.DataFrame:
+    """The GPU-initiated model's parameters with their levels and sources."""
     import pandas as pd
 
-    sizes = sizes or [2 ** k for k in range(3, 23)]
-    rows = []
-    for s in sizes:
-        wire = link_gbps * 1e3 / s                       # messages per µs = millions per second
-        for who, posters, post in (("CPU proxy", proxy_threads, proxy_post_us),
-                                   ("GPU-initiated", gpu_posters, gpu_post_us)):
-            post_rate = posters / post
-            rate = min(wire, nic_mops, post_rate)
-            limit = "link" if rate == wire else "NIC" if rate == nic_mops else "posting"
-            rows.append({"initiator": who, "size": s, "mops": rate, "bw_gbps": rate * s / 1e3, "limit": limit})
-    df = pd.DataFrame(rows)
-    provenance.attach(df, provenance.modelled("lab 06 proxy model", None, link_gbps=link_gbps, nic_mops=nic_mops,
-                                              proxy_post_us=proxy_post_us, proxy_threads=proxy_threads,
-                                              gpu_post_us=gpu_post_us, gpu_posters=gpu_posters,
-                                              assumptions="every parameter assumed, to show the shape"))
-    return df
+    return pd.DataFrame([{"parameter": k, "value": v.value, "unit": v.unit, "level": v.level, "source": v.source}
+                         for k, v in INITIATED_PARAMS.items()])
 
 
 def proxy_figure(df: pd.DataFrame) -> go.Figure:

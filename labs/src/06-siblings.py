@@ -137,21 +137,46 @@ else:
 # * On a tmpfs the file is already in memory: every method is a memory copy plus a copy to the
 #   GPU, and `pinned_read_copy` should beat `pageable_read_copy` as in lab 02.
 # * In compatibility mode `cufile` **is** a read into a host buffer plus a copy, done by the
-#   library: expect it near `pinned_read_copy`, not far above it. Only GDS proper removes the
-#   host hop, and only from a drive that can reach the GPU peer-to-peer.
+#   library, one bounce buffer at a time: expect it at or below `pinned_read_copy`, never above it
+#   (section 3's model says by how much). Only GDS proper removes the host hop, and only from a
+#   drive that can reach the GPU peer-to-peer.
 # * `cold` disk rows are limited by the drive; `warm` rows by memory copies, unless the file was
 #   opened with `O_DIRECT` (the `o_direct` column), which skips the page cache on purpose.
 
 # %% [markdown] id="06-model"
 # ## 3. The model: GDS proper against the bounce buffer
 #
-# The model reads a **cold** file from one NVMe drive. Its parameters, with their sources:
+# The package's storage model (`gdrlab.model.storage`, `gdrlab model storage`; docs/model.md)
+# reads a **cold** file (not in the page cache) from one NVMe drive on the `h200-lab` profile,
+# whose copy-engine, GPU-link and peer-write rates it reuses. The drive's parameters, each with its
+# level (published, measured, fitted, assumed) and its source:
 
 # %% id="06-model-params"
 params = lab06.storage_params()
-display(pd.DataFrame([{"parameter": k, "value": v, "source": s} for k, (v, s) in params.items()]))
+display(pd.DataFrame([{"parameter": k, "value": v, "level": lv, "source": s} for k, (v, lv, s) in params.items()]))
 model_same = lab06.storage_model()
 display(lab06.storage_figure(model_same))
+
+# %% [markdown] id="06-model-reading"
+# The next cell prints what the model says, computed when it runs: the ranking at 1 GiB from a
+# cold drive and from the page cache, and compat mode's steps. Compat mode reads the file in
+# bounce-buffer pieces and pays the drive's first-byte latency again for every piece, so from a
+# cold drive it is the slowest of the four, below both plain `read()` paths; GDS proper, which
+# never touches host memory, is the fastest.
+
+# %% id="06-model-summary"
+from gdrlab.model.storage import STEP_NOTE
+
+_G = 1 << 30
+for _cache in (False, True):
+    _m = lab06.storage_model(sizes=[_G], page_cache=_cache)
+    print(f"{'page cache' if _cache else 'cold drive'}, 1 GiB: "
+          + " > ".join(f"{lab06.METHOD_NAMES[k]} {bw:.2f} GB/s" for k, bw in lab06.storage_ranking(_m, _G)))
+_b = int(params["bounce_bytes"][0])
+_steps = lab06.storage_model(sizes=[_b, _b + 1])
+_t = _steps[_steps["method"] == "cufile-compat"].set_index("size")["t_us"]
+print(f"{STEP_NOTE}: {_t[_b]:.0f} µs at {_b >> 20} MiB, {_t[_b + 1]:.0f} µs one byte later "
+      f"({int(_steps.loc[_steps['method'] == 'cufile-compat', 'chunks'].iloc[-1])} pieces)")
 
 # %% [markdown] id="06-gds-needs"
 # ### What GDS proper needs
@@ -164,7 +189,11 @@ display(lab06.storage_figure(model_same))
 #    not a tmpfs or an overlay filesystem. And the file opened with `O_DIRECT`.
 # 3. **A short PCIe path**: the same lesson as lab 05. NVIDIA's GDS guides place the GPU and the
 #    NVMe drive (or the storage NIC) under one PCIe switch; across the root complex or the sockets
-#    the peer-to-peer rate falls, and the model below slows it by the cross-socket factor above.
+#    the peer-to-peer rate falls. The model takes the profile's peer-write rate for the placement
+#    and GDS proper runs at the slowest link on its route. Whether that hurts depends on what is
+#    slower: the cell below prints, for the `h200-lab` profile and for an older two-socket machine
+#    (`kepler-snb-2013`), each method at 1 GiB under one switch and across the sockets, and which
+#    link limits GDS proper across the sockets.
 #
 # The next cell runs lab 05's topology code on this machine's devices and keeps the GPU/storage
 # pairs. The recorded machines lab 05 ships (DGX-2H, POWER8) were exported without their drives,
@@ -175,10 +204,23 @@ pairs, pairs_why = lab06.gpu_nvme_pairs()
 print(pairs_why)
 if not pairs.empty:
     display(pairs)
-model_far = lab06.storage_model(placement="cross socket")
-both = pd.concat([model_same.assign(placement="same switch"), model_far.assign(placement="cross socket")])
-print("modelled, 1 GiB, GB/s:")
-display(both[both["size"] == 1 << 30].pivot(index="method", columns="placement", values="bw_gbps").round(2))
+from gdrlab.model.storage import explain_storage
+
+for _prof in ("h200-lab", "kepler-snb-2013"):
+    both = pd.concat([lab06.storage_model(sizes=[1 << 30], placement=_pl, profile=_prof).assign(placement=_pl)
+                      for _pl in ("same switch", "cross socket")])
+    _why = explain_storage(_prof, "gds", 1 << 30, placement="cross-socket")
+    print(f"modelled, {_prof}, 1 GiB, GB/s (GDS proper across the sockets limited by: {_why['slowest_link']}, "
+          f"{_why['links_gbps'][_why['slowest_link']]:.1f} GB/s):")
+    display(both.pivot(index="method", columns="placement", values="bw_gbps").round(2))
+
+# %% [markdown] id="06-placement-reading"
+# On `h200-lab` one PCIe 4.0 x4 drive (7 GB/s) is slower than even the cross-socket peer write, so
+# the model finds no placement cost there: the drive is the limit either way. On `kepler-snb-2013`
+# the cross-socket peer write is the slowest link, and GDS proper falls below every bounce-buffer
+# method. Placement matters once the drive side can outrun the far peer-to-peer path: a slow
+# socket link, or (beyond this model, which holds one drive) several drives or a storage NIC
+# feeding one GPU.
 
 # %% [markdown] id="06-ex1-intro"
 # ## Exercise 1 (3 points): a bounce-buffer loader against GDS proper
@@ -253,8 +295,9 @@ grading.check_close(made_up_ratio, _want, rel=0.02, name="made_up_ratio")
 ### END HIDDEN TESTS
 
 # %% [markdown] id="06-ex1-after"
-# On that made-up machine GDS proper still wins, but by little: the peer-to-peer path across the
-# sockets gave back most of what skipping the bounce buffer saved. Put the drive under the GPU's
+# On that made-up machine GDS proper still wins, but by little: its peer-to-peer path across the
+# sockets (9 GB/s, below the drive's 12) gave back most of what skipping the bounce buffer saved,
+# as on `kepler-snb-2013` in the model above. Put the drive under the GPU's
 # switch (`p2p_gbps` no longer the limit) and try your functions again; then shrink the bounce
 # buffer and watch the fixed costs per chunk take over.
 
@@ -337,14 +380,32 @@ grading.check_true(not _wrong, f"cufile_mode is wrong on {len(_wrong)} made-up m
 #   and ring the doorbell. Many GPU threads can post at once, and no host thread is in the loop.
 #
 # Both need an RDMA NIC and GPUDirect RDMA for the data itself; only the control path changes.
-# The model: a message rate is the smallest of the link's rate for that size, the NIC's message
-# rate and the posters' rate (how many post at once over the time one post takes). Every
-# parameter of the default curves is **assumed** to show the shape, not measured.
+# The package's model (`gdrlab.model.initiated`, `gdrlab model gpu-initiated`; docs/model.md) runs
+# on the `hopper-ndr` profile, whose NIC and wire it reuses. A message rate is the smallest of the
+# wire's rate for that size, the NIC's message rate and the posters' rate (how many post at once
+# over the time one post takes). The NIC's message rate is a published figure; every other
+# parameter is **assumed**, to show the shape, not measured (the table says which).
 
 # %% id="06-gin-model"
+display(lab06.initiated_param_table())
 gin = lab06.proxy_model()
 display(lab06.proxy_figure(gin))
-print(gin[gin["size"].isin([8, 4096, 1 << 20])].pivot(index="size", columns="initiator", values="limit"))
+_at = gin[gin["size"].isin([8, 4096, 1 << 20])]
+print(_at.pivot(index="size", columns="initiator", values="limit"))
+_r8 = _at[_at["size"] == 8].set_index("initiator")
+print(f"8 B: CPU proxy {_r8.loc['CPU proxy', 'mops']:.0f} M msg/s (limit: {_r8.loc['CPU proxy', 'limit']}), "
+      f"GPU-initiated {_r8.loc['GPU-initiated', 'mops']:.0f} M msg/s (limit: {_r8.loc['GPU-initiated', 'limit']}), "
+      f"{_r8.loc['GPU-initiated', 'mops'] / _r8.loc['CPU proxy', 'mops']:.0f}x; one put's latency "
+      f"{_r8.loc['CPU proxy', 'lat_us']:.2f} µs by the proxy, {_r8.loc['GPU-initiated', 'lat_us']:.2f} µs by the GPU")
+for _who, _g in gin.groupby("initiator", sort=False):
+    print(f"{_who}: the wire limits from {int(_g.loc[_g['limit'] == 'wire', 'size'].min())} B up")
+
+# %% [markdown] id="06-gin-reading"
+# With these parameters one proxy thread caps small messages at a few million per second; GPU
+# threads posting their own raise the rate many times over, though at the smallest sizes their own
+# posting is still the limit, not the NIC; the wire limits the GPU's rate from under 1 KiB and the
+# proxy's from above 8 KiB. One message's latency goes the other way: a GPU thread writes a work
+# request more slowly than a CPU thread, so the GPU's single put is slower.
 
 # %% [markdown] id="06-gin-published"
 # **Published, with its hardware:** NCCL's GIN paper (Hamidouche et al., "GPU-Initiated
@@ -430,10 +491,15 @@ grading.check_function_cases(message_rate_mops, _cases, name="message_rate_mops"
 # * cuFile's calls are the same in both of its modes; the mode is set by the machine (`nvidia_fs` or
 #   P2PDMA, the filesystem, `O_DIRECT`, `cufile.json`), and `gdrlab doctor` says which. In compat
 #   mode cuFile is a read through a host buffer plus a copy, like the `read()` paths beside it.
-# * GDS proper pays off when the drive can feed the GPU peer to peer over a short PCIe path; across
-#   sockets the peer-to-peer rate eats the gain, the placement lesson of lab 05 again.
+# * GDS proper pays off when the drive can feed the GPU peer to peer; in the model it is the fastest
+#   of the four from a cold drive, and compat mode, paying the drive's latency per bounce-buffer
+#   piece, the slowest. Across sockets the peer-to-peer rate eats the gain where it is slower than
+#   the drive (`kepler-snb-2013` in the model; not one Gen4 drive on `h200-lab`), the placement
+#   lesson of lab 05 again.
 # * With a CPU proxy, one thread posting every message caps the small-message rate; GPU threads
-#   posting their own messages move the limit to the NIC or the link.
+#   posting their own raise it many times over (section 4 printed by how much at 8 B), still
+#   limited by their own posting at the smallest sizes and by the wire from under 1 KiB; one
+#   message's latency is a little higher from the GPU.
 
 # %% [markdown] id="06-on-your-cluster"
 # ## On your cluster

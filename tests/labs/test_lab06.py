@@ -1,61 +1,152 @@
 """Lab 06 (GPUDirect's siblings): its support code, and the claims its text makes, recomputed.
 
-The lab runs without a GPU and without a storage recording; these tests check the model and the
-reading of a recording (a synthetic one in a scratch folder, and the shipped one when it exists).
+The lab runs without a GPU and without a storage recording. The lab's storage and GPU-initiated
+tables are adapters over gdrlab.model.storage and gdrlab.model.initiated; every sentence of the lab
+about a model result is recomputed here from gdrlab.model (not from the lab's code) and checked
+against the text. The reading of a recording is checked on a synthetic one and the shipped one.
 """
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from gdrlab.labsupport import lab06
+from gdrlab.model import initiated as I
+from gdrlab.model import storage as S
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = (ROOT / "labs" / "src" / "06-siblings.py").read_text(encoding="utf-8")
-GiB = 1 << 30
+TEXT = re.sub(r"\s*\n#\s*", " ", SRC)        # markdown lines joined, so sentences read across line breaks
+MiB, GiB = 1 << 20, 1 << 30
 
 
-def test_model_parameters_name_their_sources():
+def _bw(df) -> dict[str, float]:
+    return dict(zip(df["method"], df["bw_gbps"], strict=True))
+
+
+# ------------------------------------------------------------------ the storage model: the package's
+def test_storage_params_are_the_packages_drive_with_levels_and_sources():
     params = lab06.storage_params()
-    assert {"drive_gbps", "h2d_pinned_gbps", "h2d_pageable_gbps", "memcpy_gbps", "copy_launch_us",
-            "bounce_chunk_bytes", "read_setup_us", "cross_socket_factor"} <= set(params)
-    for name, (value, source) in params.items():
-        assert value > 0 and source, name
-    # PCIe Gen4 x4 at 16 GT/s with 128b/130b: 7.88 GB/s of data
-    assert params["drive_gbps"][0] == pytest.approx(16 * 4 * 128 / 130 / 8, abs=0.01)
-    assert "recorded" in params["h2d_pinned_gbps"][1] and "H200" in params["h2d_pinned_gbps"][1]
+    assert params == S.drive("nvme-gen4")
+    for name, (value, level, source) in params.items():
+        assert value > 0 and level in ("published", "measured", "fitted", "assumed") and source, name
 
 
-def test_model_gds_wins_large_reads_and_loses_ground_across_sockets():
-    same = lab06.storage_model(sizes=[4096, GiB]).set_index(["method", "size"])["bw_gbps"]
-    far = lab06.storage_model(sizes=[GiB], placement="cross socket").set_index(["method", "size"])["bw_gbps"]
-    gds, compat = "GDS proper (peer-to-peer)", "cuFile compat (bounce buffer)"
-    assert same[(gds, GiB)] > same[(compat, GiB)] > same[("read() to pinned + copy", GiB)] \
-        > same[("read() to pageable + copy", GiB)]
-    assert far[(gds, GiB)] < same[(gds, GiB)]
-    assert far[(compat, GiB)] == pytest.approx(same[(compat, GiB)])     # no peer-to-peer, no placement cost
-    m = lab06.storage_model(sizes=[GiB])
-    assert m.attrs["provenance"]["kind"] == "modelled"
-    assert int(m.loc[m["method"] == compat, "chunks"].iloc[0]) == GiB // (1 << 20)
+def test_storage_model_is_predict_storage_in_the_labs_columns():
+    sizes = [4096, MiB, MiB + 1, GiB]
+    lab = lab06.storage_model(sizes=sizes, placement="cross socket")
+    ref = S.predict_storage("h200-lab", sizes, placement="cross-socket").set_index(["method", "size"])
+    got = lab.set_index(["method", "size"])
+    assert set(got.index) == set(ref.index)
+    for key in ref.index:
+        assert got.loc[key, "t_us"] == pytest.approx(ref.loc[key, "lat_us"], rel=1e-12), key
+        assert got.loc[key, "bw_gbps"] == pytest.approx(ref.loc[key, "bw_gbps"], rel=1e-12), key
+    prov = lab.attrs["provenance"]
+    assert prov["kind"] == "modelled" and prov["profile"] == "h200-lab" and prov["level"]
+    assert prov["drive_placement"] == "cross-socket" and prov["storage_levels"]["drive_read_gbps"] == "published"
+    compat = got.xs("cufile-compat")
+    assert list(compat.loc[[MiB, MiB + 1, GiB], "chunks"]) == [1, 2, GiB // MiB]
+    assert compat.loc[MiB + 1, "last_chunk"] == 1
+    over = lab06.storage_model({"drive_read_gbps": 3.0}, sizes=[GiB])
+    assert over.attrs["provenance"]["storage_levels"]["drive_read_gbps"] == "override"
+
+
+def test_cold_and_page_cache_rankings_agree_with_the_text():
+    cold = _bw(S.predict_storage("h200-lab", [GiB]))
+    warm = _bw(S.predict_storage("h200-lab", [GiB], page_cache=True))
+    # "from a cold drive it is the slowest of the four, below both plain read() paths; GDS proper ... the fastest"
+    assert cold["gds"] > cold["read-pinned"] > cold["read-pageable"] > cold["cufile-compat"]
+    assert "from a cold drive it is the slowest of the four, below both plain `read()` paths" in TEXT
+    assert "GDS proper, which never touches host memory, is the fastest" in TEXT
+    assert max(warm, key=warm.get) == "gds"
+    # "expect it at or below pinned_read_copy, never above it"
+    assert cold["cufile-compat"] <= cold["read-pinned"] and warm["cufile-compat"] <= warm["read-pinned"]
+    assert "expect it at or below `pinned_read_copy`, never above it" in TEXT
+    # "compat mode, paying the drive's latency per bounce-buffer piece, the slowest"
+    assert min(cold, key=cold.get) == "cufile-compat"
+    assert "compat mode, paying the drive's latency per bounce-buffer piece, the slowest" in TEXT
+    # the rendered ranking is computed in the cell, not typed: no model rate at 1 GiB appears in the text
+    for bw in list(cold.values()) + list(warm.values()):
+        assert f"{bw:.2f}" not in SRC and f"{bw:.1f} GB/s" not in SRC
+
+
+def test_bounce_buffer_steps_agree_with_the_text():
+    b = int(S.drive("nvme-gen4")["bounce_bytes"][0])
+    t = S.predict_storage("h200-lab", [b, b + 1], ["cufile-compat"]).set_index("size")["lat_us"]
+    # one more piece costs one more read's fixed cost (the drive's first byte, cold)
+    assert t[b + 1] - t[b] >= S.drive("nvme-gen4")["drive_lat_us"][0]
+    assert "pays the drive's first-byte latency again for every piece" in TEXT
+    assert "STEP_NOTE" in SRC and "watch the fixed costs per chunk take over" in TEXT
+
+
+def test_placement_claims_agree_with_the_model():
+    g = GiB
+    h_same = _bw(S.predict_storage("h200-lab", [g], placement="same-switch"))
+    h_far = _bw(S.predict_storage("h200-lab", [g], placement="cross-socket"))
+    assert h_far["gds"] == pytest.approx(h_same["gds"])       # no placement cost for one Gen4 drive on h200-lab
+    why = S.explain_storage("h200-lab", "gds", g, placement="cross-socket")
+    assert why["slowest_link"] == "drive" and why["links_gbps"]["peer-write"] > why["links_gbps"]["drive"]
+    assert S.drive("nvme-gen4")["drive_read_gbps"][0] == 7.0
+    assert "one PCIe 4.0 x4 drive (7 GB/s) is slower than even the cross-socket peer write" in TEXT
+    assert "the model finds no placement cost there" in TEXT
+    k_same = _bw(S.predict_storage("kepler-snb-2013", [g], placement="same-switch"))
+    k_far = _bw(S.predict_storage("kepler-snb-2013", [g], placement="cross-socket"))
+    assert S.explain_storage("kepler-snb-2013", "gds", g, placement="cross-socket")["slowest_link"] == "peer-write"
+    assert k_far["gds"] < min(v for k, v in k_far.items() if k != "gds") and k_same["gds"] > max(k_same.values()) - 1e-9
+    assert "GDS proper falls below every bounce-buffer method" in TEXT
+    assert "(`kepler-snb-2013` in the model; not one Gen4 drive on `h200-lab`)" in TEXT
+    assert "cross-socket factor" not in TEXT
 
 
 def test_exercise_1_after_text_matches_its_numbers():
-    # "On that made-up machine GDS proper still wins, but by little"
+    # "On that made-up machine GDS proper still wins, but by little" (the exercise's own made-up inputs)
     bounce = (GiB // (4 << 20)) * 28.0 + GiB / 12e3 + GiB / 24e3
     gds = 20.0 + GiB / 9e3
     assert 1.0 < bounce / gds < 1.3
-    assert "GDS proper still wins, but by little" in SRC
+    assert "GDS proper still wins, but by little" in TEXT and "(9 GB/s, below the drive's 12)" in TEXT
 
 
-def test_proxy_model_limits_match_the_text():
-    df = lab06.proxy_model().set_index(["initiator", "size"])["limit"]
-    # one proxy thread caps small messages; GPU threads move the limit to the NIC or the link
-    assert df[("CPU proxy", 8)] == "posting"
-    assert df[("GPU-initiated", 8)] in ("NIC", "link")
-    assert df[("CPU proxy", 1 << 20)] == df[("GPU-initiated", 1 << 20)] == "link"
-    assert lab06.proxy_model().attrs["provenance"]["kind"] == "modelled"
+# ------------------------------------------------------------------ GPU-initiated: the package's model
+def test_proxy_model_is_predict_initiated_in_the_labs_columns():
+    lab = lab06.proxy_model([8, 4096]).set_index(["initiator", "size"])
+    ref = I.predict_initiated("hopper-ndr", [8, 4096]).set_index(["initiator", "size"])
+    for (who, size), row in ref.iterrows():
+        name = {"proxy": "CPU proxy", "gpu": "GPU-initiated"}[who]
+        assert lab.loc[(name, size), "mops"] == pytest.approx(row["mops"]) and lab.loc[(name, size), "limit"] == row["limit"]
+    prov = lab06.proxy_model([8]).attrs["provenance"]
+    assert prov["kind"] == "modelled" and prov["profile"] == "hopper-ndr" and prov["level"]
+
+
+def test_initiated_claims_agree_with_the_model():
+    sizes = [2 ** k for k in range(3, 23)]
+    df = I.predict_initiated("hopper-ndr", sizes)
+    rate = df.set_index(["initiator", "size"])
+    # "one proxy thread caps small messages"; the GPU's "own posting is still the limit, not the NIC"
+    assert rate.loc[("proxy", 8), "limit"] == "proxy thread"
+    assert rate.loc[("gpu", 8), "limit"] == "GPU posting"
+    assert "one proxy thread caps small messages at a few million per second" in TEXT
+    assert 1 <= rate.loc[("proxy", 8), "mops"] < 10
+    assert "their own posting is still the limit, not the NIC" in TEXT
+    assert "move the limit to the NIC or the link" not in TEXT
+    # "raise the rate many times over"
+    assert rate.loc[("gpu", 8), "mops"] / rate.loc[("proxy", 8), "mops"] >= 5
+    # "the wire limits the GPU's rate from under 1 KiB and the proxy's from above 8 KiB"
+    first_wire = {who: int(g.loc[g["limit"] == "wire", "size"].min()) for who, g in df.groupby("initiator")}
+    assert first_wire["gpu"] <= 1024 and rate.loc[("gpu", first_wire["gpu"] // 2), "limit"] != "wire"
+    assert first_wire["proxy"] > 8192
+    assert "the wire limits the GPU's rate from under 1 KiB and the proxy's from above 8 KiB" in TEXT
+    assert "by the wire from under 1 KiB" in TEXT
+    # "the GPU's single put is slower"
+    assert rate.loc[("gpu", 8), "lat_us"] > rate.loc[("proxy", 8), "lat_us"]
+    assert "so the GPU's single put is slower" in TEXT and "one message's latency is a little higher from the GPU" in TEXT
+    # "The NIC's message rate is a published figure; every other parameter is assumed"
+    levels = {k: v.level for k, v in I.INITIATED_PARAMS.items()}
+    assert levels.pop("nic_mops") == "published" and set(levels.values()) == {"assumed"}
+    assert "The NIC's message rate is a published figure; every other parameter is **assumed**" in TEXT
+    assert f"{rate.loc[('gpu', 8), 'mops'] / rate.loc[('proxy', 8), 'mops']:.0f}x" not in TEXT
 
 
 def _recording(folder: Path, rows: list[dict], sidecar: bool = True) -> None:
