@@ -1,6 +1,7 @@
 """How fast a live sweep runs, and whether the fast one measures the same thing.
 
-Measured in one run, median of --reps repetitions, the two methods alternating so drift hits both:
+Measured in one run, median of --reps repetitions, the two methods alternating (which runs first
+alternates by rep; an even --reps weighs both orders alike) so drift hits both:
   1. the sweep over --paths and --sizes with the fixed iteration counts (`gdrlab bench` without
      --duration; one connection per path) against the adaptive sweep (a time budget per size; one
      connection for every path): seconds per path and for the GPU paths together, and per size the
@@ -104,6 +105,26 @@ def _sweep(paths: list[str], sizes: list[int], budget: float | None) -> tuple[di
     return secs, rows
 
 
+def _interleaved(paths: list[str], sizes: list[int], budget: float, first_fixed: bool) -> tuple[dict, dict]:
+    """({path: {size: fixed row}}, {path: {size: adaptive row}}) measured size by size on one
+    connection, the two methods back to back (the fixed one first when ``first_fixed``)."""
+    fixed_opts = options(paths[0], [1])
+    adaptive_opts = options(paths[0], [1], parity=Parity(duration=budget))
+    fixed: dict[str, dict[int, dict]] = {}
+    adaptive: dict[str, dict[int, dict]] = {}
+    with Sweep(opts=fixed_opts, local_peer="thread") as sweep:
+        for p in paths:
+            fixed[p], adaptive[p] = {}, {}
+            for s in sizes:
+                pair = [(fixed_opts, fixed), (adaptive_opts, adaptive)]
+                for o, into in (pair if first_fixed else pair[::-1]):
+                    sweep.opts = o
+                    t = time.perf_counter()
+                    got, _ = sweep.row(s, path=p)
+                    into[p][s] = dict(got, seconds=time.perf_counter() - t, lat_head_ratio=None, bw_head_ratio=None)
+    return fixed, adaptive
+
+
 def _ratios(fixed: list[dict], adaptive: list[dict], paths: list[str], sizes: list[int]) -> dict:
     out: dict[str, list[dict]] = {}
     for p in paths:
@@ -200,6 +221,8 @@ def main() -> int:
                          "4 MiB take the least count instead")
     ap.add_argument("--streams", default="1,2,4", help="host 64 MiB stream counts, or 'none' to skip that part")
     ap.add_argument("--stream-size", default="64M")
+    ap.add_argument("--no-interleaved", dest="interleaved", action="store_false",
+                    help="skip the size-by-size comparison of the two methods on one connection")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -209,14 +232,15 @@ def main() -> int:
                  "tolerance": TOLERANCE}
     if paths:
         fixed_s, adaptive_s, fixed_rows, adaptive_rows = [], [], [], []
+        pair_rows: list[tuple[dict, dict]] = []
         for i in range(a.reps):
-            s, r = _sweep(paths, sizes, None)
-            fixed_s.append(s)
-            fixed_rows.append(r)
-            s, r = _sweep(paths, sizes, a.budget)
-            adaptive_s.append(s)
-            adaptive_rows.append(r)
+            for budget in ((None, a.budget) if i % 2 == 0 else (a.budget, None)):  # the order alternates
+                s, r = _sweep(paths, sizes, budget)
+                (fixed_s if budget is None else adaptive_s).append(s)
+                (fixed_rows if budget is None else adaptive_rows).append(r)
             log(f"rep {i + 1}: fixed {sum(fixed_s[-1].values()):.2f} s, adaptive {sum(adaptive_s[-1].values()):.2f} s")
+            if a.interleaved:
+                pair_rows.append(_interleaved(paths, sizes, a.budget, first_fixed=i % 2 == 0))
         gpu = [p for p in GPU_SWEEP if p in paths]
         per_path = {p: {"fixed_s": statistics.median(x[p] for x in fixed_s),
                         "adaptive_s": statistics.median(x[p] for x in adaptive_s)} for p in paths}
@@ -236,6 +260,17 @@ def main() -> int:
                                         if len(gpu) == len(GPU_SWEEP) else None),
         }
         doc["per_size"] = ratios
+        if pair_rows:
+            pairs = _ratios([f for f, _ in pair_rows], [ad for _, ad in pair_rows], paths, sizes)
+            pworst = max((abs(r[f"{c}_ratio"] - 1), p, r["size"], c) for p in paths for r in pairs[p]
+                         for c in ("lat_p50_us", "bw_gbps") if r[f"{c}_ratio"] is not None)
+            doc["interleaved"] = {
+                "what": "per size, the fixed and the adaptive measurement back to back on one connection (the "
+                        "order alternating by rep): the method's own difference, without drift between two sweeps",
+                "worst_p50_deviation": {"ratio_minus_1": pworst[0], "path": pworst[1], "size": pworst[2],
+                                        "column": pworst[3]},
+                "all_within_tolerance": pworst[0] <= TOLERANCE,
+                "per_size": pairs}
         heads = {p: [r["fixed_lat_head_ratio"] for r in ratios[p] if r["fixed_lat_head_ratio"] is not None]
                  for p in paths}
         doc["position_effect"] = {
