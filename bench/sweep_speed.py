@@ -17,7 +17,7 @@ alternates by rep; an even --reps weighs both orders alike) so drift hits both:
      compiler) carrying the same bytes over as many connections at once.
 
     python bench/sweep_speed.py OUT_DIR [--paths host,staged,shared,pipelined] [--sizes 8:64M]
-                                [--reps 3] [--budget 0.05] [--streams 1,2,4|none]
+                                [--reps 4] [--budget 0.04] [--streams 1,2,4|none]
 
 Both sweeps serve from a thread peer for every path (GPU paths need it; host takes it too so the
 two methods differ only in how they count iterations and connect). Writes OUT_DIR/sweep_speed.json
@@ -216,7 +216,7 @@ def main() -> int:
     ap.add_argument("--paths", default="host,staged,shared,pipelined")
     ap.add_argument("--sizes", default="8:64M")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--budget", type=float, default=0.05,
+    ap.add_argument("--budget", type=float, default=0.04,
                     help="adaptive: seconds per size (latency and bandwidth halves share it); sizes above "
                          "4 MiB take the least count instead")
     ap.add_argument("--streams", default="1,2,4", help="host 64 MiB stream counts, or 'none' to skip that part")
