@@ -144,5 +144,16 @@ using fn_request_free = void (*)(void*);
 using fn_request_query = status_int (*)(void*, ucp_request_attr_t*);  // UCX 1.12+
 using fn_status_string = const char* (*)(status_int);
 
+// ucp_context_query (ucp.h, UCX 1.12+): which memory types the loaded transports can move
+constexpr uint64_t UCP_ATTR_FIELD_MEMORY_TYPES = 1ull << 2;
+struct ucp_context_attr_t {
+  uint64_t field_mask;
+  size_t request_size;
+  int thread_mode;        // ucs_thread_mode_t
+  uint64_t memory_types;  // UCS_BIT(ucs_memory_type_t) of each type a loaded transport handles
+  char name[32];          // UCP_ENTITY_NAME_MAX
+};
+using fn_context_query = status_int (*)(ucp_context_h, ucp_context_attr_t*);
+
 }  // namespace ucp
 }  // namespace gdrlab

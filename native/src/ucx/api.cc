@@ -91,6 +91,7 @@ LoadedLibrary<UcpApi> open_ucp(const std::string& explicit_path, std::string* op
   sym(h, "ucp_request_free", &a.request_free, &missing);
   sym(h, "ucs_status_string", &a.status_string, &missing);
   sym(h, "ucp_request_query", &a.request_query, nullptr);  // optional
+  sym(h, "ucp_context_query", &a.context_query, nullptr);  // optional
   if (!missing.empty()) {
     lib.why = *opened + " lacks " + missing + " (UCX 1.12 or later is needed)";
     return lib;  // the handle stays open: dlclose of a half-used UCX is not worth the risk

@@ -36,6 +36,7 @@ struct UcpApi {
   ucp::fn_request_cancel request_cancel = nullptr;
   ucp::fn_request_free request_free = nullptr;
   ucp::fn_request_query request_query = nullptr;  // optional (UCX 1.12+)
+  ucp::fn_context_query context_query = nullptr;  // optional: the memory types UCX can move
   ucp::fn_status_string status_string = nullptr;  // libucs, reached through libucp's dependencies
 };
 

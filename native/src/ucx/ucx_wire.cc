@@ -31,6 +31,8 @@ constexpr size_t kMaxInfoChars = 512;
   throw Error(peer ? ErrorKind::PeerClosed : ErrorKind::System, "ucx", call, status, ucs_text(api, status));
 }
 
+std::string ucx_version();
+
 // UCX's context, one per transport list and process (ucp_init reads the transports and devices
 // once; the workers of every test share it).
 ucp::ucp_context_h context_for(const std::string& tls, bool wakeup) {
@@ -70,6 +72,22 @@ ucp::ucp_context_h context_for(const std::string& tls, bool wakeup) {
   return ctx;
 }
 
+// GPU memory needs a UCX transport for CUDA memory (cuda_copy, cuda_ipc) that actually loaded:
+// a UCX whose CUDA module is missing, or built for another CUDA, only warns, and a transfer of GPU
+// memory then never completes. Ask the context (ucp_context_query) and refuse at once instead.
+void require_cuda_memory_type(ucp::ucp_context_h ctx, const std::string& tls) {
+  const UcpApi& api = ucp_api();
+  if (api.context_query == nullptr) return;  // a UCX without the query: nothing to ask
+  ucp::ucp_context_attr_t attr{};
+  attr.field_mask = ucp::UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (api.context_query(ctx, &attr) != ucp::UCS_OK) return;
+  if (attr.memory_types & (1ull << ucp::UCS_MEMORY_TYPE_CUDA)) return;
+  throw_unavailable("UCX " + ucx_version() + " has no transport for CUDA memory loaded" +
+                    (tls.empty() ? std::string() : " with UCX_TLS=" + tls) +
+                    " (its cuda_copy module is missing or was built for another CUDA): it cannot move GPU "
+                    "memory here; `ucx_info -d` lists the transports this UCX has");
+}
+
 std::string ucx_version() {
   const UcxStatus st = ucx_status();
   return st.loaded ? st.version : "";
@@ -93,6 +111,7 @@ class UcxEndpoint : public TestEndpoint {
     // wake-up feature can narrow UCX's choice of GPU transports).
     const bool wakeup = kind != MemKind::Device;
     ucp::ucp_context_h ctx = context_for(tls, wakeup);
+    if (kind == MemKind::Device) require_cuda_memory_type(ctx, tls);
     ucp::ucp_worker_params_t wp{};
     wp.field_mask = ucp::UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = ucp::UCS_THREAD_MODE_SINGLE;
