@@ -39,6 +39,19 @@ if _MISSING is not None and os.environ.get("CI") == "true":
 needs_ucx = pytest.mark.skipif(_MISSING is not None, reason=f"UCX not usable here: {_MISSING}")
 
 
+def _ucx_cuda_missing() -> str | None:
+    """Why the loaded UCX cannot move GPU memory (no libuct_cuda module), or None."""
+    if _MISSING is not None:
+        return _MISSING
+    from gdrlab.transfer.ucx_wire import status
+    st = status()
+    return None if st["has_cuda"] else f"the UCX at {st['library']} has no CUDA module (libuct_cuda in {st['module_dir']})"
+
+
+needs_ucx_cuda = pytest.mark.skipif(_ucx_cuda_missing() is not None,
+                                    reason=f"UCX cannot move GPU memory here: {_ucx_cuda_missing()}")
+
+
 # --------------------------------------------------------------------------- the table reader
 def test_ranges_in_ucx_units():
     assert parse_range("0") == (0, 0)
@@ -226,7 +239,7 @@ def test_doctor_names_ucx_and_its_verbs(run_cli):
         assert "built without verbs" in ucx["version"]
 
 
-@needs_ucx
+@needs_ucx_cuda
 @pytest.mark.gpu
 def test_device_memory_over_ucx_cuda_copy():
     """Device memory on both sides, and device to host: UCX's cuda_copy (needs a GPU)."""
@@ -240,7 +253,7 @@ def test_device_memory_over_ucx_cuda_copy():
                     assert conn.measure("host", size, mode="lat", iters=5, warmup=2)[2] is True
 
 
-@needs_ucx
+@needs_ucx_cuda
 @pytest.mark.gpu
 def test_protocols_for_cuda_memory(run_cli):
     doc = json.loads(run_cli("ucx", "protocols", "--mem", "cuda", "--json", timeout=180).stdout)
