@@ -101,8 +101,9 @@ def _add_parity(p: argparse.ArgumentParser) -> None:
                    help="add msg_rate_mps: messages per second with --window messages in flight "
                         "(osu_mbw_mr, perftest's MsgRate column)")
     p.add_argument("--duration", default=None, metavar="SECONDS",
-                   help="time budget per size: iterations are added until the median's 95%% confidence "
-                        "interval is within 2%% or the budget is spent (like perftest -D; excludes --iters)")
+                   help="time budget per size (like perftest -D; excludes --iters): a short probe times a "
+                        "few iterations, then one warmed-up test runs as many as fill the budget; the p50 is "
+                        "that test's")
     p.add_argument("--csv", action="store_true", help="rows as CSV on stdout (the same fields as --json's rows)")
     p.add_argument("--gbits", action="store_true",
                    help="add bw_gbits: bandwidth in Gb/s, 10**9 bits per second (perftest --report_gbits)")
@@ -279,7 +280,8 @@ def _parity(args: argparse.Namespace) -> Any:
     if args.csv and args.json:
         raise InvalidArgument("--csv and --json exclude each other: pick one output")
     if args.streams is not None and (args.wire or "tcp") != "tcp":
-        raise InvalidArgument(f"--streams spreads bandwidth over tcp connections; on the {args.wire} wire use --qps")
+        raise InvalidArgument(f"--streams spreads bandwidth over tcp connections; on the {args.wire} wire "
+                              + ("use --qps" if args.wire == "verbs" else "there is one lane"))
     if args.qps is not None and args.wire != "verbs":
         raise InvalidArgument("--qps spreads bandwidth over verbs queue pairs: add --wire verbs (tcp: --streams)")
     if args.mpi and (args.bidir or args.streams or args.qps):
