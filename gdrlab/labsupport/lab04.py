@@ -457,3 +457,4 @@ def crossings_note(profile: str = "hopper-ndr", placement: str = "cross-socket",
             f"{xs_gbps:g} GB/s, one link's rate: an assumption of the model (a real two-socket host interleaves "
             "over several links), so read the crossover as where the model puts it, not as a measurement. "
             "The flips are the model's chunk quantisation: each extra chunk adds a step to the pipelined curve.")
+

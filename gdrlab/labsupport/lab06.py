@@ -171,6 +171,7 @@ def storage_model(params: dict[str, Any] | None = None, sizes: list[int] | None 
     df = predict_storage(profile, sizes, page_cache=page_cache, placement=_PLACEMENT.get(placement, placement),
                          drive_name=drive_name, **(params or {}))
     prov = provenance.of(df)
+    assert prov is not None, "gdrlab.model.storage gives every table its provenance"
     bounce = float(prov["storage_params"]["bounce_bytes"])
     out = df.rename(columns={"lat_us": "t_us"})
     compat = out["method"] == "cufile-compat"
@@ -241,6 +242,7 @@ def proxy_model(sizes: list[int] | None = None, profile: str = INITIATED_PROFILE
     sizes = sizes or [2 ** k for k in range(3, 23)]
     df = predict_initiated(profile, sizes, **params)
     prov = provenance.of(df)
+    assert prov is not None, "gdrlab.model.initiated gives every table its provenance"
     out = df.assign(initiator=df["initiator"].map(INITIATOR_NAMES))
     return provenance.attach(out, prov, column=False)
 

@@ -439,6 +439,23 @@ print(lab04.crossings_note("hopper-ndr", "cross-socket"))
 # %% id="04-crossover-explorer"
 lab04.crossover_explorer("kepler-snb-2013")
 
+# %% [markdown] id="04-ucx-protocols"
+# ### A production library's own switch: UCX
+#
+# Communication libraries make the same kind of choice by message size. UCX, which MPI libraries
+# and NCCL's UCX plugin run on, prints its choice with `UCX_PROTO_INFO=y`, and
+# `gdrlab ucx protocols --mem cuda` turns that table into rows. Below, the table for CUDA memory
+# between two processes on one host over TCP (no RDMA NIC, so no GDR in it): live where this
+# machine's UCX can move CUDA memory, else the H200 recording.
+
+# %% id="04-ucx-protocols-table"
+from gdrlab.labsupport import lab04_ucx
+
+ucx_table, ucx_where = lab04_ucx.ucx_protocols()
+print(ucx_where)
+display(ucx_table[["range", "protocol", "transports"]])
+print(lab04_ucx.ucx_protocols_note(ucx_table))
+
 # %% [markdown] id="04-written-question" nbgrader={"grade": false, "grade_id": "04-written-question", "locked": true, "schema_version": 3, "solution": false}
 # ## Written answer (2 points, graded by hand)
 #

@@ -356,6 +356,33 @@ print(label)
 for line in lines:
     print(" ", line)
 
+# %% [markdown] id="05-efa-srd"
+# ### On AWS: EFA and SRD where a cluster would have InfiniBand
+#
+# AWS's GPU instances reach other nodes through Elastic Fabric Adapters (EFA), and NCCL talks to
+# them through the aws-ofi-nccl plugin over libfabric's `efa` provider, not through its own
+# `NET/IB`. The transport underneath is SRD (Scalable Reliable Datagram): the adapter makes
+# delivery reliable, but it sprays each flow over many network paths, so packets arrive out of
+# order and the provider puts messages back together; there are no RC queue pairs to connect
+# per peer, as InfiniBand's and RoCE's reliable connections need. At the PCIe end nothing changes:
+# GPUDirect RDMA still means the adapter reading and writing GPU memory through BAR1 (libfabric's
+# `FI_HMEM`), and the plugin's log says whether it could. Sources: Shalev et al., "A
+# Cloud-Optimized Transport Protocol for Elastic and Scalable HPC", IEEE Micro 40(6), 2020
+# (SRD); the aws/aws-ofi-nccl README. Two logs users posted (sources in
+# `gdrlab/data/nccl/plugins/README.md`), read by `gdrlab nccl parse`: an 8-GPU p5en node with 16
+# EFA devices, and an older instance whose EFA device cannot read remote memory, so no GPU memory
+# over the network:
+
+# %% id="05-efa-logs"
+from gdrlab import nccl
+
+for name in ("nccl-issue-1597-efa-p5en", "ofi-issue-161-efa-no-hmem"):
+    ofi_log = nccl.parse_log(nccl.plugin_logs()[name].read_text())
+    print(name)
+    for r in ofi_log["summary"]["reasons"]:
+        if r["source"] == "plugin" and ("Provider" in r["message"] or "HMEM" in r["message"] or "DMA-BUF" in r["message"]):
+            print(f"  {r['message']}\n    -> {r['meaning']}")
+
 # %% [markdown] id="05-nccl-allreduce-intro"
 # ### What the recorded transports deliver
 #

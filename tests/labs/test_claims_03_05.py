@@ -305,3 +305,31 @@ def test_lab04_what_you_saw_and_the_crossover_rubric_agree_with_the_model():
     rubric = rubric[rubric.index("### `explain-crossover`"):]
     rubric = rubric[:rubric.index("\n### ", 5)]
     assert "small messages" in rubric and "pipelined staging winning on Hopper" in rubric
+
+
+def test_lab04_ucx_switch_is_computed_from_the_table():
+    """Issue 30 item 2: lab 04 shows UCX's protocol table beside the policy; the sentence about
+    where UCX stops sending eagerly comes from the table's ranges (here the H200 recording)."""
+    from gdrlab.labsupport import lab04_ucx
+    from gdrlab.recorded import load
+
+    df = load("h200-ucx-protocols-cuda")
+    note = lab04_ucx.ucx_protocols_note(df)
+    eager_max = int(df.loc[df["protocol"].str.startswith("eager"), "max_bytes"].max())
+    assert f"eagerly up to {eager_max:,} B" in note and f"from {eager_max + 1:,} B" in note
+    text = _src("04")
+    cell = text[text.index('id="04-ucx-protocols-table"'):text.index('id="04-written-question"')]
+    assert "lab04_ucx.ucx_protocols_note(ucx_table)" in cell and "1,513" not in cell
+    assert text.index('id="04-ucx-protocols"') > text.index('id="ex2-policy-tests"')   # after Ex2: no direction given away
+
+
+def test_lab05_efa_logs_say_whether_gpu_memory_can_cross():
+    """Issue 30 item 5: lab 05 reads the posted EFA logs; the old EFA device's log says no FI_HMEM."""
+    from gdrlab import nccl
+
+    no_hmem = nccl.parse_log(nccl.plugin_logs()["ofi-issue-161-efa-no-hmem"].read_text())
+    p5en = nccl.parse_log(nccl.plugin_logs()["nccl-issue-1597-efa-p5en"].read_text())
+    assert no_hmem["ofi"]["provider"] == "efa" and no_hmem["ofi"]["gdr"] is False
+    assert p5en["ofi"]["provider"] == "efa" and p5en["ofi"]["nics"] == 16
+    text = _src("05")
+    assert 'id="05-efa-logs"' in text and "SRD" in text and "IEEE Micro" in text
