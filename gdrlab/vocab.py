@@ -77,6 +77,9 @@ HOST_BUFFER_PATHS: tuple[str, ...] = tuple(p.name for p in PATH_TABLE if p.route
 
 #: Wires, in the order of the engine's Wire enum.
 WIRES: tuple[str, ...] = ("tcp", "verbs")
+#: Wires the engine drives through a library it loads at run time (UCX's libucp), outside the
+#: engine's Wire enum: `gdrlab bench --wire` takes these too.
+LIBRARY_WIRES: tuple[str, ...] = ("ucx",)
 #: Test modes, in the order of the engine's Mode enum (its integer is the index here).
 MODES: tuple[str, ...] = ("lat", "bw", "verify")
 #: What ``bench(mode=...)`` accepts.
