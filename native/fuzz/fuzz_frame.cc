@@ -38,9 +38,10 @@ void header_case(const uint8_t* p, size_t n) {
   }
   // Accepted: every rule of frame.h must hold.
   if (h.magic != kFrameMagic || h.version != kWireVersion || h.seq != expected) fail("accepted a bad header");
-  // The oracle is the protocol's documented range (frame.h: types 1..11), kept apart from the
-  // enum's sentinel that the parser checks, so a sentinel moved by mistake is a finding.
-  if (h.type < 1 || h.type > 11) fail("accepted an unknown frame type");
+  // The oracle is the protocol's documented range (frame.h: types 1..12, 12 the ucx wire's
+  // UCX_CONNECT), kept apart from the enum's sentinel that the parser checks, so a sentinel moved
+  // by mistake is a finding.
+  if (h.type < 1 || h.type > 12) fail("accepted an unknown frame type");
   if (h.length > max_payload(h.type)) fail("accepted an over-long frame");
   if (h.type != static_cast<uint16_t>(FrameType::Data) && h.length > kMaxControlBytes) fail("control frame too long");
   (void)frame_type_name(h.type);
