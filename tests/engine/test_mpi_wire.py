@@ -5,30 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from test_mpi import MPIRUN, _mpi_missing  # the same mpirun and mpi4py checks as the --mpi tests
 
 from gdrlab.transfer import mpi
 
-MPIRUN = shutil.which("mpirun") or shutil.which("mpiexec")
-
-
-def _missing() -> str | None:
-    if MPIRUN is None:
-        return "mpirun not found (Debian: apt-get install openmpi-bin libopenmpi-dev)"
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError as exc:
-        return f"mpi4py not importable ({exc}): pip install mpi4py"
-    return None
-
-
-_MISSING = _missing()
+_MISSING = _mpi_missing()
 if _MISSING is not None and os.environ.get("CI") == "true" and "asan" not in os.environ.get("LD_PRELOAD", ""):
     pytest.fail(f"mpirun test cannot run in CI: {_MISSING}", pytrace=False)
 needs_mpi = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
