@@ -11,7 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_mpi import MPIRUN, _mpi_missing  # the same mpirun and mpi4py checks as the --mpi tests
+from test_mpi import (  # the same mpirun and mpi4py checks as the --mpi tests
+    MPIRUN,
+    _mpi_missing,
+)
 
 from gdrlab.transfer import mpi
 
