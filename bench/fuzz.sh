@@ -50,6 +50,10 @@ for t in "${TARGETS[@]}"; do
   fi
   if grep -qE "ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: " "$OUT/$t.log"; then
     echo "fuzz.sh: $t FOUND A PROBLEM: see $OUT/$t.log and $OUT/artifacts/" >&2
+    # The log's own lines (the harness's reason, a sanitizer's stack), without libFuzzer's progress
+    # lines, so a CI log that keeps only the tail still says what went wrong.
+    grep -vE "^#[0-9]+ |^INFO: |^MS: |^base unit: |^0x|^\\x" "$OUT/$t.log" | tail -n 40 >&2 || true
+    ls -l "$OUT/artifacts/" >&2 || true
     status=1
   fi
 done

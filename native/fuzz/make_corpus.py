@@ -78,6 +78,10 @@ def main() -> None:
         "server_badtoken": b"\x00" + frame(HELLO, 0, hello(b"nope")),
         "client_lat": b"\x01" + session_server(8),
         "client_reject": b"\x01" + frame(REJECT, 0, string(b"wrong or missing token")),
+        # Both ways (mode bit 0x80), then silence: the server's sender must stop when its
+        # receiver meets the end of input; the trailing odd byte picks the concurrent server.
+        "server_both_ways_silent": b"\x00" + frame(HELLO, 0, hello())
+        + frame(SETUP, 1, spec(mode=0x81, size=4096, iters=1_000_000, window=4)) + b"\x01",
         "server_error_first": b"\x00" + frame(ERROR, 0, bytes([3]) + string(b"\xff\xfe not utf-8")),
     }
     for sub, seeds in (("frame", frame_seeds), ("session", session_seeds)):

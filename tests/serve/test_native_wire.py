@@ -173,3 +173,28 @@ def test_setup_with_a_path_the_tcp_wire_does_not_carry_ends_the_session(code):
     assert ftype == ERROR and body[0] == _native.ERROR_CLASS_NAMES.index("ProtocolError")
     assert f"unknown path code {path} for the tcp wire" in body[5:].decode()
     assert peer.results[0][0] and "unknown path code" in peer.results[0][1]
+
+
+def test_both_ways_server_stops_sending_when_the_client_stops():
+    # A client that asks for a both-ways test and then sends nothing, only drains: the server's
+    # receive fails on the end of input, and its sending thread must stop with it instead of
+    # streaming every window (here a million 1 MiB windows, a terabyte) to a peer that only reads.
+    host = _native.PATH_NAMES.index("host")
+    both_ways_bw = 0x80 | 1
+    body = struct.pack("<BBQIIIQIIQ", host, both_ways_bw, 1 << 20, 1_000_000, 0, 1, 0, 0, 0, 1)
+    peer = ServingThread(clients=1)
+    with socket.create_connection(("127.0.0.1", peer.server.port), timeout=10) as s:
+        s.sendall(frame(HELLO, 0, struct.pack("<I", VERSION) + string(TOKEN.encode())))
+        assert read_frame(s)[0] == WELCOME
+        s.sendall(frame(SETUP, 1, body))
+        assert read_frame(s)[0] == READY
+        s.shutdown(socket.SHUT_WR)
+        drained = 0
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            drained += len(chunk)
+            assert drained < 64 << 30, "the server kept sending after its receive side failed"
+    peer.join()
+    assert peer.results[0][0] and peer.results[0][1], "the session should end with an error"

@@ -1,6 +1,7 @@
 #include "wire/session.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -72,11 +73,14 @@ uint64_t both_ways_loop(const TestSpec& spec, TestEndpoint& out, TestEndpoint& i
   const uint32_t total = spec.warmup + spec.iters;
   std::vector<Clock::time_point> sent(total), got(total);
   std::exception_ptr tx_error, rx_error;
+  // Set when receiving fails (the peer stopped sending, or sent garbage): the sender stops at its
+  // next message instead of streaming every window to a peer that only drains.
+  std::atomic<bool> rx_failed{false};
   const Clock::time_point start = Clock::now();
   std::thread tx([&] {
     try {
-      for (uint32_t i = 0; i < total; ++i) {
-        for (uint32_t k = 0; k < spec.window; ++k) out.send(false);
+      for (uint32_t i = 0; i < total && !rx_failed.load(std::memory_order_relaxed); ++i) {
+        for (uint32_t k = 0; k < spec.window && !rx_failed.load(std::memory_order_relaxed); ++k) out.send(false);
         sent[i] = Clock::now();
       }
     } catch (...) {
@@ -94,6 +98,7 @@ uint64_t both_ways_loop(const TestSpec& spec, TestEndpoint& out, TestEndpoint& i
     }
   } catch (...) {
     rx_error = std::current_exception();
+    rx_failed.store(true, std::memory_order_relaxed);
   }
   tx.join();  // a sender stuck on a peer that stopped reading ends at the socket's send timeout
   if (rx_error) std::rethrow_exception(rx_error);
