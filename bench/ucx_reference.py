@@ -1,6 +1,7 @@
 """gdrlab against UCX's own benchmark, like for like: ucx_perftest (tag_lat, tag_bw) between two
 processes over UCX's tcp transport, beside gdrlab's tcp wire and gdrlab's ucx wire, each with its
-process peer and its thread peer, at each size, on one lane (UCX_NET_DEVICES=lo) and on every
+process peer and its thread peer, at each size (from 1 MiB also gdrlab's tcp wire over 4 connections,
+`--streams 4`; up to 64 KiB also the message rate, gdrlab's `--rate` beside ucx_perftest's msgrate), on one lane (UCX_NET_DEVICES=lo) and on every
 lane UCX finds (UCX_NET_DEVICES unset), all in one run.
 
     python bench/ucx_reference.py OUT_DIR [--sizes 8,64K,64M] [--reps 3] [--mem host|cuda]
@@ -50,8 +51,14 @@ from gdrlab.units import parse_sizes  # noqa: E402
 
 LANES = {"one": "lo", "every": None}  # UCX_NET_DEVICES
 UCX_MBYTE = 1 << 20
+# ucx_perftest's Final line: iterations, latency (typical, average, overall; us), bandwidth
+# (average, overall; MB/s of 2^20 B) and message rate (average, overall; msg/s).
 FINAL = re.compile(r"^Final:\s+(?P<iters>\d+)\s+(?P<p50>[\d.]+)\s+(?P<avg>[\d.]+)\s+(?P<overall>[\d.]+)\s+"
-                   r"(?P<bw_avg>[\d.]+)\s+(?P<bw_overall>[\d.]+)", re.M)
+                   r"(?P<bw_avg>[\d.]+)\s+(?P<bw_overall>[\d.]+)(?:\s+(?P<mr_avg>[\d.]+)\s+(?P<mr_overall>[\d.]+))?",
+                   re.M)
+RATE_MAX_BYTES = 64 << 10  # message rate (osu_mbw_mr, ucx_perftest's msgrate) at small sizes only
+STREAMS = 4  # gdrlab's tcp wire over this many connections (--streams), from 1 MiB up
+STREAMS_MIN_BYTES = 1 << 20
 
 
 def log(msg: str) -> None:
@@ -107,7 +114,10 @@ def perftest(exe: str, env: dict[str, str], test: str, size: int, mem: str) -> d
         raise RuntimeError(f"ucx_perftest printed no Final line: {out[-300:]}")
     if test == "tag_lat":
         return {"lat_p50_us": float(m.group("p50"))}
-    return {"bw_gbps": float(m.group("bw_avg")) * UCX_MBYTE / 1e9}
+    got = {"bw_gbps": float(m.group("bw_avg")) * UCX_MBYTE / 1e9}
+    if size <= RATE_MAX_BYTES and m.group("mr_avg"):
+        got["msg_rate_mps"] = float(m.group("mr_avg"))
+    return got
 
 
 def gdrlab_row(wire: str, peer: str, size: int, mem: str) -> dict[str, float]:
@@ -121,8 +131,24 @@ def gdrlab_row(wire: str, peer: str, size: int, mem: str) -> dict[str, float]:
     row = df.iloc[0]
     if not bool(row["verified"]):
         raise RuntimeError(f"gdrlab {wire} {peer} {size}: not verified")
-    return {"lat_p50_us": float(row["lat_p50_us"]), "bw_gbps": float(row["bw_gbps"]),
-            **({"protocol": str(row["protocol"])} if "protocol" in row else {})}
+    got = {"lat_p50_us": float(row["lat_p50_us"]), "bw_gbps": float(row["bw_gbps"]),
+           **({"protocol": str(row["protocol"])} if "protocol" in row else {})}
+    if wire == "tcp" and mem == "host" and size <= RATE_MAX_BYTES:
+        # --rate: messages per second with a window of messages in flight (osu_mbw_mr's measure)
+        rated = run(options("host", [size], mode="bw", wire="tcp", parity=Parity(rate=True)), local_peer=peer)
+        if not bool(rated.iloc[0]["verified"]):
+            raise RuntimeError(f"gdrlab {wire} {peer} {size} --rate: not verified")
+        got["msg_rate_mps"] = float(rated.iloc[0]["msg_rate_mps"])
+    return got
+
+
+def gdrlab_streams(size: int) -> dict[str, float]:
+    """gdrlab's tcp wire over STREAMS connections at once (--streams), host memory, a process peer."""
+    df = run(options("host", [size], mode="bw", wire="tcp", parity=Parity(lanes=STREAMS)), local_peer="process")
+    row = df.iloc[0]
+    if not bool(row["verified"]):
+        raise RuntimeError(f"gdrlab tcp --streams {STREAMS} {size}: not verified")
+    return {"bw_gbps": float(row["bw_gbps"])}
 
 
 def main() -> int:
@@ -176,6 +202,15 @@ def main() -> int:
                             protocols.setdefault(f"{lane}/{cfg}", {})[size] = str(got.pop("protocol"))
                         for k, v in got.items():
                             per.setdefault(cfg, {}).setdefault(size, {}).setdefault(k, []).append(v)
+                    if args.mem == "host" and size >= STREAMS_MIN_BYTES:
+                        cfg = f"gdrlab_tcp_streams{STREAMS}"
+                        try:
+                            got = gdrlab_streams(size)
+                        except (GdrlabError, RuntimeError) as exc:
+                            errors.append(f"{lane} {cfg} {size}: {exc}")
+                            continue
+                        for k, v in got.items():
+                            per.setdefault(cfg, {}).setdefault(size, {}).setdefault(k, []).append(v)
     finally:
         for k, v in saved_env.items():
             if v is None:
@@ -193,8 +228,9 @@ def main() -> int:
             for size, m in by.items():
                 r = ref.get(size, {})
                 ratios.setdefault(lane, {}).setdefault(cfg, {})[size] = {
-                    "lat_vs_ucx": m["lat_p50_us"] / r["lat_p50_us"] if r.get("lat_p50_us") else None,
-                    "bw_vs_ucx": m["bw_gbps"] / r["bw_gbps"] if r.get("bw_gbps") else None}
+                    name: (m[key] / r[key] if m.get(key) and r.get(key) else None)
+                    for name, key in (("lat_vs_ucx", "lat_p50_us"), ("bw_vs_ucx", "bw_gbps"),
+                                      ("msg_rate_vs_ucx", "msg_rate_mps"))}
     doc = {
         "provenance": provenance.live({"what": "bench/ucx_reference.py", "argv": sys.argv[1:],
                                        "ucx_version": st["version"], "ucx_library": st["library"],
@@ -202,7 +238,9 @@ def main() -> int:
                                        "ucx_tls": tls, "lanes": {k: v or "unset (every device UCX finds)"
                                                                   for k, v in LANES.items()},
                                        "reps": args.reps, "statistic": "median over reps"}, machine()),
-        "units": {"lat_p50_us": "one-way latency p50, us (half round trip)", "bw_gbps": "GB/s, 1e9 B/s"},
+        "units": {"lat_p50_us": "one-way latency p50, us (half round trip)", "bw_gbps": "GB/s, 1e9 B/s",
+                  "msg_rate_mps": "messages/s (ucx_perftest tag_bw msgrate average; gdrlab --rate: window "
+                                  "over the median window time)"},
         "medians": medians, "ratios": ratios, "gdrlab_ucx_protocols": protocols, "errors": errors}
     (out / "ucx_reference.json").write_text(json.dumps(doc, indent=2) + "\n")
     log(f"wrote {out / 'ucx_reference.json'}")
