@@ -136,6 +136,10 @@ def _ratios(fixed: list[dict], adaptive: list[dict], paths: list[str], sizes: li
                 a = statistics.median(run[p][s][col] for run in adaptive)
                 r[f"{col}_fixed"], r[f"{col}_adaptive"] = f, a
                 r[f"{col}_ratio"] = a / f if f else None
+                # The fixed method against itself: its p50s over the reps, largest over smallest,
+                # minus 1 (how far two runs of the reference alone differ at this size).
+                reps = [run[p][s][col] for run in fixed if run[p][s][col]]
+                r[f"{col}_fixed_spread"] = max(reps) / min(reps) - 1 if len(reps) > 1 else None
             r["iters_fixed"] = fixed[0][p][s]["iters"]
             r["iters_adaptive"] = statistics.median(run[p][s]["iters"] for run in adaptive)
             r["seconds_fixed"] = statistics.median(run[p][s]["seconds"] for run in fixed)
@@ -145,6 +149,18 @@ def _ratios(fixed: list[dict], adaptive: list[dict], paths: list[str], sizes: li
                 r[f"fixed_{col}"] = statistics.median(got) if got else None
             out[p].append(r)
     return out
+
+
+def _outside(ratios: dict, paths: list[str]) -> dict:
+    """How many (path, size, column) p50s of the adaptive sweep are more than TOLERANCE from the
+    fixed one, and how many of those also differ less than the fixed method's own reps do."""
+    cells = [(r[f"{c}_ratio"], r[f"{c}_fixed_spread"]) for p in paths for r in ratios[p]
+             for c in ("lat_p50_us", "bw_gbps") if r[f"{c}_ratio"] is not None]
+    outside = [(x, sp) for x, sp in cells if abs(x - 1) > TOLERANCE]
+    return {"p50s_compared": len(cells), "p50s_outside_tolerance": len(outside),
+            "outside_but_within_fixed_spread": sum(1 for x, sp in outside if sp is not None and abs(x - 1) <= sp),
+            "fixed_spread_median": statistics.median(sp for _, sp in cells if sp is not None)
+            if any(sp is not None for _, sp in cells) else None}
 
 
 def _socket_loop(size: int, streams: int, reps: int) -> float:
@@ -256,6 +272,7 @@ def main() -> int:
             "gpu_paths_adaptive_s": statistics.median(sum(x[p] for p in gpu) for x in adaptive_s) if gpu else None,
             "worst_p50_deviation": {"ratio_minus_1": worst[0], "path": worst[1], "size": worst[2], "column": worst[3]},
             "all_within_tolerance": worst[0] <= TOLERANCE,
+            **_outside(ratios, paths),
             "gpu_sweep_within_target": (statistics.median(sum(x[p] for p in gpu) for x in adaptive_s) <= TARGET_S
                                         if len(gpu) == len(GPU_SWEEP) else None),
         }
