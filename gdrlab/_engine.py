@@ -8,12 +8,28 @@ the one optional part of the package: an unbuilt checkout still runs the model a
 """
 from __future__ import annotations
 
+import importlib.util
+import os
 from types import ModuleType
 from typing import Any
 
 from .errors import Unavailable
 
-__all__ = ["native", "cuda_status", "gpus", "machine"]
+__all__ = ["cuda_status", "gpus", "machine", "native", "ucx_wheel_library"]
+
+_ucx_pointed = False
+
+
+def ucx_wheel_library() -> str:
+    """The libucx wheel's ``libucp.so.0`` that this Python imports, else ``""``."""
+    try:
+        spec = importlib.util.find_spec("libucx")
+    except (ImportError, ValueError):
+        return ""
+    if spec is None or not spec.origin:
+        return ""
+    lib = os.path.join(os.path.dirname(spec.origin), "lib", "libucp.so.0")
+    return lib if os.path.isfile(lib) else ""
 
 
 def native() -> ModuleType:
@@ -22,6 +38,14 @@ def native() -> ModuleType:
         from . import _native
     except ImportError as exc:  # pragma: no cover - only when the build is broken
         raise Unavailable(f"the gdrlab engine is not built ({exc}); reinstall with `pip install .`") from exc
+    global _ucx_pointed
+    if not _ucx_pointed:
+        # Every user of the engine (a client, `gdrlab serve`, a thread peer, an MPI rank) opens the
+        # UCX this Python imports, before the first use: the engine alone looks beside itself,
+        # which misses a wheel on another path (an editable install, PYTHONPATH), and two
+        # processes on different UCX versions cannot reach each other's worker addresses.
+        _native.ucx.set_library(ucx_wheel_library())
+        _ucx_pointed = True
     return _native
 
 

@@ -19,7 +19,6 @@ Transports: ``$UCX_TLS`` when set (UCX reads it in each process); otherwise this
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import re
 import secrets
@@ -29,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._engine import ucx_wheel_library
 from ..errors import InvalidArgument, Unavailable
 from ..ucx import parse_proto_info
 from ..vocab import MEMORY_KINDS, MODES
@@ -61,27 +61,12 @@ UNKNOWN = "unknown"
 
 def wheel_library() -> str:
     """The libucx wheel's ``libucp.so.0`` when the wheel is installed, else ``""``."""
-    try:
-        spec = importlib.util.find_spec("libucx")
-    except (ImportError, ValueError):
-        return ""
-    if spec is None or not spec.origin:
-        return ""
-    lib = os.path.join(os.path.dirname(spec.origin), "lib", "libucp.so.0")
-    return lib if os.path.isfile(lib) else ""
-
-
-_pointed = False
+    return ucx_wheel_library()
 
 
 def _ucx() -> Any:
-    """The engine's ucx module, pointed at the wheel's libucp once, before its first use."""
-    global _pointed
-    mod = native().ucx
-    if not _pointed:
-        mod.set_library(wheel_library())
-        _pointed = True
-    return mod
+    """The engine's ucx module (:func:`gdrlab._engine.native` points it at the wheel's libucp)."""
+    return native().ucx
 
 
 def status() -> dict[str, Any]:

@@ -268,3 +268,32 @@ def test_device_memory_over_ucx_cuda_copy():
 def test_protocols_for_cuda_memory(run_cli):
     doc = json.loads(run_cli("ucx", "protocols", "--mem", "cuda", "--json", timeout=180).stdout)
     assert doc["rows"] and all(r["memory"].startswith("cuda") for r in doc["rows"])
+
+
+@needs_ucx
+def test_every_engine_user_opens_the_ucx_python_imports(tmp_path):
+    # A libucx package that is not beside the engine (an editable install, wheels on PYTHONPATH):
+    # the engine alone would open the one beside itself or the system's, so a `gdrlab serve`
+    # process could load another UCX than its client and fail to reach its worker address. Any
+    # use of the engine (here a bare Server, as serve makes one) must open the one Python imports.
+    import subprocess
+    import sys
+
+    import importlib.util
+    spec = importlib.util.find_spec("libucx")
+    real = str(Path(spec.origin).parent / "lib" / "libucp.so.0") if spec and spec.origin else ""
+    if not real or not Path(real).is_file():
+        pytest.skip("the libucx wheel is not installed (UCX comes from the system here)")
+    moved = tmp_path / "libucx"
+    (moved / "lib").mkdir(parents=True)
+    (moved / "__init__.py").write_text("")
+    for f in Path(real).parent.iterdir():  # the library and the modules it loads from beside it
+        (moved / "lib" / f.name).symlink_to(f)
+    code = ("from gdrlab._engine import native\n"
+            "n = native()\n"
+            "n.Server('127.0.0.1', 0, 'tok', 1000)\n"
+            "print(n.ucx.status()['library'])\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-800:]
+    assert out.stdout.strip() == str(moved / "lib" / "libucp.so.0")
