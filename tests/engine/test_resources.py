@@ -253,3 +253,38 @@ def test_gpu_path_connections_cycle(gpu, native_server, path):
     wait_until(lambda: nat.live_pinned_bytes() == pin0 and nat.live_device_bytes() == dev0 and count_fds() <= fds0,
                10, "pinned and device bytes and descriptors back where they were (a path endpoint leaked them otherwise)")
     assert read_vmlck_kb() <= lck0 + 1024
+
+
+def test_large_pageable_blocks_are_kept_for_the_next_buffer_and_zeroed():
+    """A sweep allocates the same large sizes test after test: a freed pageable block of 1 MiB and
+    more is handed to the next buffer of its size, so touching it faults no fresh page in; it is
+    zeroed, so the last test's pattern cannot pass for a message that never arrived. Not under
+    ASan (nothing is kept there) and not with GDRLAB_KEEP_PAGEABLE=0."""
+    import ctypes
+    import resource
+
+    nat = engine.native()
+    size = 48 * MIB + 4096  # a size no other test allocates: the first block is a fresh one
+
+    def faults_to_fill(seed: int):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        buf = nat.Buffer("pageable", size)
+        buf.fill_pattern(seed, 0, size)
+        return buf, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+    a, fresh = faults_to_fill(7)
+    assert a.check_pattern(7, 0, size) == -1
+    del a
+    b = nat.Buffer("pageable", size)
+    assert ctypes.string_at(b.address + size // 2, MIB) == bytes(MIB)
+    assert ctypes.string_at(b.address + size - 4096, 4096) == bytes(4096)
+    assert b.check_pattern(7, 0, size) != -1, "the previous buffer's pattern is still there"
+    del b
+    _, reused = faults_to_fill(8)
+    if fresh < size // 4096 // 4:
+        pytest.skip(f"filling a fresh {size >> 20} MiB block faulted only {fresh} pages in (huge pages): "
+                    "reuse is not visible in fault counts here")
+    if UNDER_ASAN or os.environ.get("GDRLAB_KEEP_PAGEABLE") == "0":
+        assert reused > size // 4096 // 2, f"a block was kept although keeping is off ({reused} faults)"
+    else:
+        assert reused < fresh / 8, f"the freed block was not reused: {reused} faults, {fresh} for a fresh one"

@@ -33,7 +33,8 @@ namespace gdrlab {
   X(SysfsRoot, "GDRLAB_SYSFS_ROOT", "", "/sys", "where sysfs is mounted")                                         \
   X(DevRoot, "GDRLAB_DEV_ROOT", "", "/dev", "where device files are (/dev/infiniband)")                          \
   X(IbverbsLib, "GDRLAB_IBVERBS_LIB", "", "libibverbs.so.1", "the verbs library opened at run time")             \
-  X(SpinUs, "GDRLAB_SPIN_US", "", "by the socket", "microseconds a socket spins before it blocks in poll()")
+  X(SpinUs, "GDRLAB_SPIN_US", "", "by the socket", "microseconds a socket spins before it blocks in poll()")     \
+  X(KeepPageable, "GDRLAB_KEEP_PAGEABLE", "", "1", "0 gives freed pageable message buffers back at once")
 
 enum class Knob : uint8_t {
 #define GDRLAB_KNOB_ID(id, name, nccl, dflt, meaning) id,
