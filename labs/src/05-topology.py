@@ -214,7 +214,8 @@ grading.check_equal(pick_nearest_nic({"b": "PHB", "a": "NODE"}), "b", name="PHB 
 # environment variable `NCCL_NET_GDR_LEVEL` moves the limit (`LOC` to forbid GDR, `PHB` to allow
 # a path through one host bridge, `SYS` to allow everything). NCCL has no `NODE`: its CPU node is
 # a whole NUMA node, so nvidia-smi's `NODE` counts as `PHB` there. (Some of the articles this kit started from recommend
-# `NCCL_NET_GDR_LEVEL=2`: that old numeric form means `PXB`, NCCL's default anyway.) A second
+# `NCCL_NET_GDR_LEVEL=2`: that old numeric form means `PXB`, which admits the same GPU-NIC pairs
+# on PCIe as NCCL's default, `PXB` before 2.29.2 and `P2C` from it.) A second
 # knob, `NCCL_NET_GDR_READ`, decides whether the *sending* side also lets the NIC read GPU memory
 # directly: since NCCL 2.19 it is on by default for Ampere and newer GPUs on any platform, and for
 # older GPUs only with NVLink (their PCIe peer reads could be slower than host-memory reads). The
@@ -246,7 +247,7 @@ _table = {"PIX": (1, 1, 1, 1), "PXB": (0, 1, 1, 1), "PHB": (0, 0, 1, 1), "NODE":
 for _c, _row in _table.items():
     for _lvl, _use in zip(("PIX", "PXB", "PHB", "SYS"), _row, strict=True):
         grading.check_equal(bool(nccl_uses_gdr(_c, _lvl)), bool(_use), name=f"nccl_uses_gdr({_c!r}, {_lvl!r})")
-grading.check_equal(bool(nccl_uses_gdr("PXB")), True, name="default level is PXB")
+grading.check_equal(bool(nccl_uses_gdr("PXB")), True, name="the function's default level (PXB)")
 grading.check_equal(bool(nccl_uses_gdr("NODE")), False, name="NODE at the default level")
 ### END HIDDEN TESTS
 

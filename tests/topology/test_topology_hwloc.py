@@ -130,7 +130,7 @@ def test_xeon_matrix(xeon):
 def test_xeon_nearest_nic_gdr_numa(xeon):
     assert xeon.nearest_nic("GPU0") == "mlx5_0"  # the only NIC, even across sockets
     assert xeon.nearest_nic("GPU2") == "mlx5_0"
-    # NCCL default (PXB): only the PIX pair gets GDR
+    # NCCL's default level (P2C from 2.29.2, PXB before; the same here): only the PIX pair gets GDR
     assert xeon.gdr_decision("GPU2", "mlx5_0")["use_gdr"] is True
     assert xeon.gdr_decision("GPU1", "mlx5_0")["use_gdr"] is False
     assert xeon.gdr_decision("GPU0", "mlx5_0")["use_gdr"] is False

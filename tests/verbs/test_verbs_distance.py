@@ -67,7 +67,8 @@ def test_hca_across_numa_nodes_warns_once_naming_both_devices(dmabuf_stand_ins, 
     (w,) = warnings
     assert w.startswith(f"gdrlab: warning: HCA fake0 is SYS from GPU 0 ({GPU_BUS}): "
                         "across the link between NUMA nodes 1 and 0;"), w
-    assert "NCCL at its default NCCL_NET_GDR_LEVEL (PXB) would not use GPUDirect RDMA for this pair" in w, w
+    assert ("NCCL at its default NCCL_NET_GDR_LEVEL (P2C from NCCL 2.29.2, PXB before) would not use GPUDirect RDMA "
+            "for this pair") in w, w
 
 
 def test_hca_on_another_host_bridge_of_the_same_node_is_node(dmabuf_stand_ins, tmp_path):
@@ -131,7 +132,8 @@ def test_named_hca_far_from_the_gpu_warns_too(dmabuf_stand_ins, tmp_path):
     ("9", "SYS", "with NCCL_NET_GDR_LEVEL=9 (SYS) would use"),
     ("0x3", "PHB", "with NCCL_NET_GDR_LEVEL=0x3 (PHB) would use"),
     # NCCL compares names case-sensitively and ignores what it does not know (default PXB).
-    ("sys", "SYS", "ignoring NCCL_NET_GDR_LEVEL='sys' (not a level it knows) and at its default (PXB) would not use"),
+    ("sys", "SYS", "ignoring NCCL_NET_GDR_LEVEL='sys' (not a level it knows) and at its default NCCL_NET_GDR_LEVEL "
+                   "(P2C from NCCL 2.29.2, PXB before) would not use"),
     ("far", "PHB", "ignoring NCCL_NET_GDR_LEVEL='far'"),
 ])
 def test_what_nccl_would_do_follows_its_gdr_level(level, code, verdict, monkeypatch):
@@ -167,3 +169,25 @@ def test_engine_and_topology_agree_on_the_code(tmp_path, monkeypatch, build, pai
         nic_path = (tmp_path / "sys" / "class" / "infiniband" / nic / "device").resolve()
         code, why = V.cpu_crossing_code(str(gpu_path), str(nic_path))
         assert code == ("" if expected in ("PIX", "PXB") else expected), (gpu, nic, expected, code, why)
+
+
+@pytest.mark.parametrize("code", ["PIX", "PXB", "PHB", "NODE", "SYS"])
+@pytest.mark.parametrize("level", [None, "LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS",
+                                   "0", "1", "2", "3", "4", "9", "0x2"])
+def test_the_engine_warning_agrees_with_the_nccl_table(code, level, monkeypatch):
+    """The engine's warning (C++, where no NCCL version is known) decides as gdrlab.topology's
+    verdict from the NCCL version table does for the newest NCCL and, at the default level, for
+    every NCCL version the table knows (PXB before 2.29.2, P2C from it)."""
+    from gdrlab.nccl import versions
+    from gdrlab.topology._topo import gdr_verdict
+
+    if level is None:
+        monkeypatch.delenv("NCCL_NET_GDR_LEVEL", raising=False)
+        monkeypatch.delenv("GDRLAB_NET_GDR_LEVEL", raising=False)
+    else:
+        monkeypatch.setenv("NCCL_NET_GDR_LEVEL", level)
+    engine_uses = " would use GPUDirect RDMA" in V.nccl_gdr_verdict(code)
+    assert engine_uses == gdr_verdict("GPU0", "mlx5_0", code, "test", level)["use_gdr"]
+    if level is None:
+        for v in versions.known_versions():
+            assert engine_uses == gdr_verdict("GPU0", "mlx5_0", code, "test", None, v)["use_gdr"], v

@@ -165,8 +165,12 @@ std::string cpu_crossing_code(const std::string& gpu_path, const std::string& hc
 }
 
 std::string nccl_gdr_verdict(const std::string& code) {
-  // NCCL's path types in order (src/graph/topo.h) and its old numeric levels (0 LOC .. 4+ SYS).
-  static const char* paths[] = {"LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "PXN", "P2C", "PHB", "SYS"};
+  // NCCL's path types in order as NCCL 2.27.5 and later number them (src/graph/topo.h; P2C before
+  // PXN, gdrlab/nccl/versions.py has every version) and its old numeric levels (0 LOC .. 4+ SYS).
+  // Only PIX, PXB, PHB, NODE (PHB to NCCL) and SYS reach here, so the outcome is the same for the
+  // older orders. The default level is P2C from NCCL 2.29.2 (NCCL_NET_GDR_C2C on by default) and
+  // PXB before: either way a path through the CPU is not used by default.
+  static const char* paths[] = {"LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS"};
   static const char* old_levels[] = {"LOC", "PIX", "PXB", "PHB", "SYS"};
   auto rank = [](const std::string& name) {
     for (int i = 0; i < 10; ++i)
@@ -177,7 +181,8 @@ std::string nccl_gdr_verdict(const std::string& code) {
   // As NCCL's ncclGetLevel reads it: an exact (case-sensitive) path name, else a number when the
   // text starts with a digit (strtol base 0, clipped to 5), else ignored: the default stays.
   const char* env = knob_env(Knob::NetGdrLevel).value;
-  std::string level = "PXB", origin = "at its default NCCL_NET_GDR_LEVEL (PXB)";
+  const std::string by_default = "its default NCCL_NET_GDR_LEVEL (P2C from NCCL 2.29.2, PXB before)";
+  std::string level = "P2C", origin = "at " + by_default;
   if (env && *env) {
     const std::string v(env);
     if (rank(v) >= 0) {
@@ -187,7 +192,7 @@ std::string nccl_gdr_verdict(const std::string& code) {
       level = old_levels[std::min<long>(std::strtol(env, nullptr, 0), 4)];
       origin = "with NCCL_NET_GDR_LEVEL=" + v + " (" + level + ")";
     } else {
-      origin = "ignoring NCCL_NET_GDR_LEVEL='" + v + "' (not a level it knows) and at its default (PXB)";
+      origin = "ignoring NCCL_NET_GDR_LEVEL='" + v + "' (not a level it knows) and at " + by_default;
     }
   }
   const bool use = rank(nccl_path) <= rank(level);
