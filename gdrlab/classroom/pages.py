@@ -55,7 +55,8 @@ VERDICT_MEANING = {
     "normal": "within 25 % of the model of that learner's machine",
     "low": "slower than the model by more than 25 %: the hover names the likeliest cause",
     "high": "faster than the model by more than 25 % (a model too pessimistic, or a measurement to check)",
-    "not comparable": "a wire path measured against a local peer over loopback",
+    "not comparable": "a wire path measured against a local peer over loopback, or recorded or modelled data "
+                      "(no measurement of this machine)",
     "not modelled": "no doctor report from that machine yet, or a path the model does not cover"}
 
 

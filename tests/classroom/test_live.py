@@ -228,6 +228,25 @@ def test_each_row_carries_the_verdict_for_its_learners_machine(sqlite_class, sca
         assert all("PCIe link trained at Gen5 x8" in c for _, _, c in got)
 
 
+def test_recorded_rows_a_learner_sends_are_not_compared_with_their_machine(sqlite_class):
+    """A lab's recorded H200 sweep sent from a learner's machine is no measurement of that machine:
+    the model of the learner's machine is not asked about it; the dashboard says why."""
+    from gdrlab import recorded
+    from gdrlab.classroom.client import frame_from_df
+
+    base = sqlite_class.url
+    _, key = join(base, "Ada")
+    frame = frame_from_df(recorded.load("h200-bench-staged"), "04")
+    assert frame["provenance"]["kind"] == "recorded"
+    status, doc, _ = call(base, "api/submit", {"fingerprint": fingerprint(3), "doctor": doctor_report(3),
+                                               "frames": [frame]}, key=key)
+    assert status in (200, 201), doc
+    rows = state(base)["rows"]
+    assert len(rows) == 24 and {r["verdict"] for r in rows} == {"not comparable"}
+    assert all(r["cause"].startswith("recorded data (NVIDIA H200") and "not a measurement of this learner's machine"
+               in r["cause"] for r in rows), rows[0]["cause"]
+
+
 def test_rows_sent_before_the_doctor_report_get_their_verdict_when_it_comes(sqlite_class):
     base = sqlite_class.url
     _, key = join(base, "Ada")
