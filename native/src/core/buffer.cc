@@ -41,9 +41,13 @@ struct KeptBlock {
   void* p;
   size_t bytes;
 };
-std::mutex g_keep_mu;
+// Neither is ever destroyed: buffers may die during the process's exit, after static destructors.
+std::mutex& keep_mutex() {
+  static auto* mu = new std::mutex();
+  return *mu;
+}
 std::deque<KeptBlock>& kept_blocks() {
-  static auto* kept = new std::deque<KeptBlock>();  // never destroyed: buffers may die during exit
+  static auto* kept = new std::deque<KeptBlock>();
   return *kept;
 }
 
@@ -60,7 +64,7 @@ void* take_kept(size_t bytes) {
   if (!keeping() || bytes < kKeepMinBytes) return nullptr;
   void* p = nullptr;
   {
-    std::lock_guard<std::mutex> lock(g_keep_mu);
+    std::lock_guard<std::mutex> lock(keep_mutex());
     auto& kept = kept_blocks();
     for (auto it = kept.begin(); it != kept.end(); ++it) {
       if (it->bytes == bytes) {
@@ -81,7 +85,7 @@ void give_back(void* p, size_t bytes) {
   }
   std::vector<void*> out;
   {
-    std::lock_guard<std::mutex> lock(g_keep_mu);
+    std::lock_guard<std::mutex> lock(keep_mutex());
     auto& kept = kept_blocks();
     kept.push_back({p, bytes});
     size_t total = 0;
