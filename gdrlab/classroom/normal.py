@@ -7,9 +7,9 @@ model's facts (GPU, its PCIe link as trained and at most, the RDMA port, NUMA no
 in the report's provenance), :func:`gdrlab.model.profile_from_machine` makes a profile of it, and
 :func:`gdrlab.model.explain_rows` gives each row its verdict (``normal``, ``low``, ``high``,
 ``not modelled``, ``not comparable``) and, for ``low``, the likeliest causes. Nothing here decides
-a verdict itself, except two that need no model: rows from a machine that has sent no doctor
-report are ``not modelled``, and rows that are no measurement of the learner's machine (recorded
-or modelled data a learner sends, e.g. a lab's recorded H200 sweep) are ``not comparable``.
+a verdict itself (recorded or modelled rows a learner sends, e.g. a lab's recorded H200 sweep,
+are ``not comparable`` there, by their provenance). Rows from a machine that has sent no doctor
+report are ``not modelled``.
 
 :class:`Verdicts` caches profiles per stored doctor report and verdicts per (row, report), so the
 dashboard's live updates explain each row once.
@@ -26,23 +26,11 @@ from ..model import explain_rows, predict, profile_from_machine
 from ..model.core import NETWORK_PATHS
 from ..model.machine import facts_from_doctor
 
-__all__ = ["NOT_MEASURED_HERE", "NO_REPORT", "VERDICTS", "Verdicts", "facts_of_report", "model_curve", "not_measured_here"]
+__all__ = ["NO_REPORT", "VERDICTS", "Verdicts", "facts_of_report", "model_curve"]
 
 #: The verdicts :func:`gdrlab.model.explain_rows` gives, in the order the dashboard's legend shows them.
 VERDICTS = ("normal", "low", "high", "not comparable", "not modelled")
 NO_REPORT = "no doctor report from this machine yet: `gdrlab class submit` sends it"
-#: Provenance kinds that are no measurement of the sender's machine.
-NOT_MEASURED_HERE = provenance.KINDS[1:3]  # recorded, modelled
-
-
-def not_measured_here(prov: dict[str, Any]) -> str | None:
-    """Why rows of provenance ``prov`` are not compared with the sender's machine, else None."""
-    kind = prov.get("kind")
-    if kind not in NOT_MEASURED_HERE:
-        return None
-    where = prov.get("hardware") or prov.get("profile")
-    what = f"{kind} data" + (f" ({str(where)[:120]})" if where else "")
-    return f"{what}, not a measurement of this learner's machine"
 _CACHE_ROWS = 200_000
 
 
@@ -129,11 +117,6 @@ class Verdicts:
                 out[i] = hit
                 continue
             prov = r.get("provenance") or {}
-            elsewhere = not_measured_here(prov)
-            if elsewhere is not None:
-                out[i] = {"verdict": "not comparable", "model_bw_gbps": None, "model_lat_us": None,
-                          "bottleneck": None, "cause": elsewhere, "model_key": None}
-                continue
             todo.setdefault((rep[0], r["submission_id"], json.dumps(prov, sort_keys=True)), []).append(i)
         for (report_id, _sid, prov_text), idx in todo.items():
             body = next(rep[1] for rep in reports.values() if rep[0] == report_id)
@@ -147,7 +130,7 @@ class Verdicts:
             prof, key, _label = made
             df = pd.DataFrame([rows[i]["data"] for i in idx])
             stored = json.loads(prov_text)
-            if stored.get("kind") in provenance.KINDS:  # explain_rows reads the peer from it
+            if stored.get("kind") in provenance.KINDS:  # explain_rows reads the kind and the peer from it
                 provenance.attach(df, stored, column=False)
             explained = explain_rows(df, prof).to_dict(orient="records")
             for i, e in zip(idx, explained):

@@ -187,12 +187,18 @@ def _causes(prof: Profile, row: dict, bottleneck: str) -> list[str]:
     return causes or ["none known: measure again, check for other load"]
 
 
+#: Provenance kinds of rows that are no measurement of the machine they would be compared with.
+NOT_MEASUREMENTS = ("recorded", "modelled")
+
+
 def explain_rows(df: pd.DataFrame | list[dict], profile: Profile | str | None = None) -> pd.DataFrame:
     """Measured rows with the model beside them (``profile``: this machine's,
     :func:`profile_from_machine`, when not given): ``model_lat_us``, ``model_bw_gbps``,
     ``bottleneck``, ``verdict`` (``normal`` within :data:`UNCERTAINTY`, ``low`` when slower,
     ``high`` when faster than modelled, ``not modelled``, ``not comparable`` for wire rows measured
-    against a local peer over loopback) and ``likely_causes`` (for ``low``)."""
+    against a local peer over loopback and for rows whose provenance (``df.attrs``) says they are
+    recorded or modelled data, no measurement of this machine) and ``likely_causes`` (for ``low``,
+    and why a row is not comparable)."""
     import pandas as pd
 
 
@@ -218,8 +224,16 @@ def explain_rows(df: pd.DataFrame | list[dict], profile: Profile | str | None = 
                     add["likely_causes"] = "; ".join(_causes(prof, r, str(neck[0])))
         out.append({**r, **add})
     res = pd.DataFrame(out)
-    peer = str((getattr(df, "attrs", {}).get("provenance") or {}).get("peer", ""))
-    if peer.startswith("local") and "wire" in res.columns:
+    prov = getattr(df, "attrs", {}).get("provenance") or {}
+    peer = str(prov.get("peer", ""))
+    if prov.get("kind") in NOT_MEASUREMENTS:
+        # A recorded sweep (a lab's H200 data, sent from a laptop) says nothing about this machine.
+        where = prov.get("hardware") or prov.get("profile")
+        modelled = res["verdict"] != "not modelled"
+        res.loc[modelled, "verdict"] = "not comparable"
+        res.loc[modelled, "likely_causes"] = (f"{prov['kind']} data" + (f" ({str(where)[:120]})" if where else "")
+                                              + ", not a measurement of this machine")
+    elif peer.startswith("local") and "wire" in res.columns:
         # A local peer talks over loopback: no NIC, no wire of the kind the model describes. The
         # model's figures stay as a reference; a verdict against them would only say "low".
         over_wire = res["wire"].isin(list(WIRES)) & (res["verdict"] != "not modelled")

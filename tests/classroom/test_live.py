@@ -230,7 +230,7 @@ def test_each_row_carries_the_verdict_for_its_learners_machine(sqlite_class, sca
 
 def test_recorded_rows_a_learner_sends_are_not_compared_with_their_machine(sqlite_class):
     """A lab's recorded H200 sweep sent from a learner's machine is no measurement of that machine:
-    the model of the learner's machine is not asked about it; the dashboard says why."""
+    it is not rated against the model of the learner's machine; the dashboard says why."""
     from gdrlab import recorded
     from gdrlab.classroom.client import frame_from_df
 
@@ -243,7 +243,7 @@ def test_recorded_rows_a_learner_sends_are_not_compared_with_their_machine(sqlit
     assert status in (200, 201), doc
     rows = state(base)["rows"]
     assert len(rows) == 24 and {r["verdict"] for r in rows} == {"not comparable"}
-    assert all(r["cause"].startswith("recorded data (NVIDIA H200") and "not a measurement of this learner's machine"
+    assert all(r["cause"].startswith("recorded data (NVIDIA H200") and "not a measurement of this machine"
                in r["cause"] for r in rows), rows[0]["cause"]
 
 

@@ -174,3 +174,19 @@ def test_calibrate_tightens_the_machine_profile_from_its_own_rows():
     # what the fit did not touch is still this machine's: its host class and its links
     assert fitted.topology["host_class"] == "sapphire-rapids"
     assert fitted.params["gpu_pcie_gbps"] == prof.params["gpu_pcie_gbps"]
+
+
+def test_recorded_or_modelled_rows_are_not_rated_against_this_machine():
+    # A recorded sweep (another machine's) or the model's own curve, explained against a machine:
+    # no verdict on that machine, the reason names where the rows come from.
+    prof = model.profile_from_machine(H100_OK)
+    rows = pd.DataFrame([{"path": "host", "wire": "verbs", "size": 64 * MiB, "lat_p50_us": None, "bw_gbps": 20.0},
+                         {"path": "nonsense", "size": 8}])
+    rows.attrs["provenance"] = {"kind": "recorded", "hardware": "NVIDIA H200, PCIe Gen5 x16"}
+    out = model.explain_rows(rows, prof)
+    assert list(out["verdict"]) == ["not comparable", "not modelled"]
+    assert out["likely_causes"][0] == "recorded data (NVIDIA H200, PCIe Gen5 x16), not a measurement of this machine"
+    rows.attrs["provenance"] = {"kind": "modelled", "profile": "hopper-ndr"}
+    assert model.explain_rows(rows, prof)["likely_causes"][0].startswith("modelled data (hopper-ndr)")
+    rows.attrs["provenance"] = {"kind": "live"}
+    assert model.explain_rows(rows, prof)["verdict"][0] == "low"
