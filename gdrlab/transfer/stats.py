@@ -90,42 +90,13 @@ def median_ci(samples: Any, z: float = 1.96) -> tuple[float, float]:
 
 @dataclass
 class Adaptive:
-    """The adaptive iteration count of one measurement (perftest's ``-D``, made to stop early):
-    batches of samples until the median's confidence interval (:func:`median_ci`) is within
-    ``rel_tol`` of it on either side, with at least ``least`` samples, or until ``budget_s`` is
-    spent, or ``most`` samples are in. ``next_batch(samples, elapsed_s)`` says how many samples
-    the next batch takes (0: stop)."""
+    """The adaptive iteration count of one measurement (perftest's ``-D``): what the half of a
+    size may spend (``budget_s``) and the least and most timed iterations its kept test takes;
+    :func:`gdrlab.transfer.lanes._collect` chooses the count from a probe test within them."""
 
     budget_s: float
     least: int
     most: int
-    rel_tol: float = 0.02
-
-    def tight(self, samples: Any) -> bool:
-        s = np.asarray(samples, dtype=float)
-        if s.size < self.least:
-            return False
-        lo, hi = median_ci(s)
-        p50 = float(np.median(s))
-        return p50 > 0 and max(p50 - lo, hi - p50) <= self.rel_tol * p50
-
-    def next_batch(self, samples: Any, elapsed_s: float) -> int:
-        n = int(np.asarray(samples).size)
-        if n >= self.most or elapsed_s >= self.budget_s or self.tight(samples):
-            return 0
-        if n == 0:
-            return min(self.least, self.most)
-        per_sample = elapsed_s / n  # batch overheads included: an estimate on the safe side
-        left = int((self.budget_s - elapsed_s) / per_sample) if per_sample > 0 else self.most
-        want = max(self.least - n, n)  # at least doubling: the interval narrows as 1/sqrt(n)
-        lo, hi = median_ci(samples)
-        p50 = float(np.median(np.asarray(samples, dtype=float)))
-        if p50 > 0 and np.isfinite(lo) and np.isfinite(hi):
-            # the count the interval's present width says is needed (one batch more, not many:
-            # every batch is a test of its own, buffers allocated again)
-            needed = n * (max(p50 - lo, hi - p50) / (self.rel_tol * p50)) ** 2
-            want = max(want, int(np.ceil(needed)) - n)
-        return max(0, min(want, left, self.most - n))
 
 
 #: perftest's --report_gbits unit (10**9 bits per second) per GB/s (10**9 bytes per second).

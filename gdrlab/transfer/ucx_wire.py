@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._engine import ucx_wheel_library
+from .._engine import ucx_wheel_library as wheel_library
 from ..errors import InvalidArgument, Unavailable
 from ..ucx import parse_proto_info
 from ..vocab import MEMORY_KINDS, MODES
@@ -57,11 +57,6 @@ WIRE = "ucx"
 VERBS_TLS = ("rc", "dc", "ud", "rc_x", "dc_x", "ud_x", "rc_v", "ud_v", "rc_mlx5", "dc_mlx5", "ud_mlx5", "ib")
 #: What the verification message's protocol is called when UCX said nothing about it.
 UNKNOWN = "unknown"
-
-
-def wheel_library() -> str:
-    """The libucx wheel's ``libucp.so.0`` when the wheel is installed, else ``""``."""
-    return ucx_wheel_library()
 
 
 def _ucx() -> Any:

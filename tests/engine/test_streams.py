@@ -15,7 +15,7 @@ import pytest
 from gdrlab.errors import InvalidArgument
 from gdrlab.transfer import driver
 from gdrlab.transfer.lanes import Parity, lane_sizes
-from gdrlab.transfer.stats import Adaptive, median_ci
+from gdrlab.transfer.stats import median_ci
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,16 +84,6 @@ def test_median_interval_covers_the_median_and_narrows():
     narrow = median_ci(rng.normal(10, 1, 3000))
     assert wide[0] < 10 < wide[1] and narrow[0] < 10 < narrow[1]
     assert narrow[1] - narrow[0] < (wide[1] - wide[0]) / 4
-
-
-def test_adaptive_stops_on_a_tight_interval_and_on_the_budget():
-    ad = Adaptive(budget_s=10.0, least=20, most=100000, rel_tol=0.02)
-    assert ad.next_batch([], 0.0) == 20
-    assert ad.next_batch([1.0] * 20, 0.01) == 0  # no spread: tight at the least count
-    rng = np.random.default_rng(2)
-    noisy = list(rng.exponential(1.0, 20))
-    assert ad.next_batch(noisy, 0.01) > 20  # wide: asks for more than doubling
-    assert ad.next_batch(noisy, 10.0) == 0  # budget spent
 
 
 def test_one_sweep_measures_several_paths_over_one_connection():
