@@ -227,7 +227,7 @@ grading.check_equal(pick_nearest_nic({"b": "PHB", "a": "NODE"}), "b", name="PHB 
 # pair with nvidia-smi code `code` under `NCCL_NET_GDR_LEVEL=level` (a name among PIX, PXB,
 # PHB, SYS).
 
-# %% id="ex3-nccl-rule" nbgrader={"grade": false, "grade_id": "ex3-nccl-rule", "locked": false, "schema_version": 3, "solution": true} gdrlab={"forbid": {"gdr_decision": "is NCCL's rule as the package implements it: write your own", "parse_gdr_level": "maps the level for you", "pair_table": "shows NCCL's decision for each pair", "PATH_TYPES_2_12": "is NCCL's path order: write the order from the text"}}
+# %% id="ex3-nccl-rule" nbgrader={"grade": false, "grade_id": "ex3-nccl-rule", "locked": false, "schema_version": 3, "solution": true} gdrlab={"forbid": {"gdr_decision": "is NCCL's rule as the package implements it: write your own", "parse_gdr_level": "maps the level for you", "pair_table": "shows NCCL's decision for each pair", "PATH_TYPES_2_12": "is NCCL's path order: write the order from the text", "versions": "is NCCL's table by version, path order included: write the order from the text", "path_type_name": "names NCCL's path types in order", "path_types": "lists NCCL's path types in order", "path_rank": "ranks NCCL's path types for you", "PATH_TYPES": "lists NCCL's path types in order", "explain": "reads NCCL's decision and names its path types", "parse_log": "reads NCCL's decision and names its path types"}}
 def nccl_uses_gdr(code: str, level: str = "PXB") -> bool:
     ### BEGIN SOLUTION
     order = ["PIX", "PXB", "PHB", "SYS"]
@@ -268,7 +268,7 @@ grading.check_equal(bool(nccl_uses_gdr("NODE")), False, name="NODE at the defaul
 #   `src/graph/topo.h`, which from NCCL 2.12 to 2.25 reads LOC 0, NVL 1, NVB 2, PIX 3, PXB 4,
 #   PXN 5, PHB 6, SYS 7. Predict `(D, L)` for that pair at the default level.
 
-# %% id="ex-dgx-a100" nbgrader={"grade": false, "grade_id": "ex-dgx-a100", "locked": false, "schema_version": 3, "solution": true} gdrlab={"forbid": {"nearest_nic": "picks the NIC for you; use your pick_nearest_nic", "gdr_decision": "is NCCL's rule as the package implements it: use your nccl_uses_gdr", "pair_table": "shows NCCL's decision for each pair", "PATH_TYPES_2_12": "is NCCL's numbering: take it from the text", "PATH_TYPES_2_26": "is NCCL's numbering: take it from the text"}}
+# %% id="ex-dgx-a100" nbgrader={"grade": false, "grade_id": "ex-dgx-a100", "locked": false, "schema_version": 3, "solution": true} gdrlab={"forbid": {"nearest_nic": "picks the NIC for you; use your pick_nearest_nic", "gdr_decision": "is NCCL's rule as the package implements it: use your nccl_uses_gdr", "pair_table": "shows NCCL's decision for each pair", "PATH_TYPES_2_12": "is NCCL's numbering: take it from the text", "PATH_TYPES_2_26": "is NCCL's numbering: take it from the text", "versions": "is NCCL's numbering by version: take it from the text", "path_types": "is NCCL's numbering: take it from the text", "path_rank": "is NCCL's numbering: take it from the text", "path_type_name": "is NCCL's numbering: take it from the text", "PATH_TYPES": "lists NCCL's path types in order"}}
 dgx_nics = {gpu: None for gpu in dgx.rows}
 dgx_gdr_default = None
 dgx_forced_distance = None

@@ -139,6 +139,33 @@ SHORTCUTS = {
     "05-exdgx-path-types": ("05", "ex-dgx-a100",
                             ('from gdrlab.nccl import log\n'
                             'dgx_forced_distance = (log.PATH_TYPES_2_12.index("SYS"), log.PATH_TYPES_2_12.index("PXB"))')),
+    # the NCCL version table (public since the table came in) holds the order the exercises ask for
+    "05-ex3-versions-path-types": ("05", "ex3-nccl-rule",
+                                   ('from gdrlab.nccl import versions\n'
+                                   'def nccl_uses_gdr(code, level="PXB"):\n'
+                                   '    t = versions.path_types(); c = "PHB" if code == "NODE" else code\n'
+                                   '    return t.index(c) <= t.index(level)')),
+    "05-ex3-path-rank": ("05", "ex3-nccl-rule",
+                         ('from gdrlab.nccl.versions import path_rank\n'
+                         'def nccl_uses_gdr(code, level="PXB"):\n'
+                         '    return path_rank("PHB" if code == "NODE" else code) <= path_rank(level)')),
+    "05-ex3-path-type-name": ("05", "ex3-nccl-rule",
+                              ('from gdrlab import nccl\n'
+                              'def nccl_uses_gdr(code, level="PXB"):\n'
+                              '    t = [nccl.path_type_name(i, "2.30.7") for i in range(11)]\n'
+                              '    return t.index("PHB" if code == "NODE" else code) <= t.index(level)')),
+    "05-ex3-reasons-path-types": ("05", "ex3-nccl-rule",
+                                  ('from gdrlab.nccl import reasons\n'
+                                  'def nccl_uses_gdr(code, level="PXB"):\n'
+                                  '    t = list(reasons.PATH_TYPES)\n'
+                                  '    return t.index("PHB" if code == "NODE" else code) <= t.index(level)')),
+    "05-exdgx-versions": ("05", "ex-dgx-a100",
+                          ('from gdrlab.nccl.versions import path_rank\n'
+                          'dgx_forced_distance = (path_rank("SYS", "2.19.3"), path_rank("PXB", "2.19.3"))')),
+    "05-exdgx-path-type-name": ("05", "ex-dgx-a100",
+                                ('from gdrlab import nccl\n'
+                                'names = [nccl.path_type_name(i, "2.19.3") for i in range(9)]\n'
+                                'dgx_forced_distance = (names.index("SYS"), names.index("PXB"))')),
     "05-ex2-nearest-nic": ("05", "ex2-nearest", 'def pick_nearest_nic(codes):\n    return dgx2.nearest_nic("GPU0")'),
     "03-ex3-registration-summary": ("03", "ex3-amortization",
                                     'reuses_gpu_64k = int(lab03.registration_summary("h200-lab", [65536])["breakeven_sends"][0])'),
