@@ -13,6 +13,7 @@
 #include "core/devinfo.h"
 #include "core/error.h"
 #include "core/knobs.h"
+#include "core/pattern_gpu.h"
 #include "core/vocab.h"
 #include "paths/copybench.h"
 #include "paths/copyrun.h"
@@ -247,6 +248,11 @@ void bind_gpu(nb::module_& m) {
       }, "legs"_a, "size"_a, "iters"_a, "warmup"_a, "engine"_a, "peer"_a, "check_every"_a);
   m.def("sm_copy_ptx", []() { return std::make_tuple(std::string(sm_copy_ptx()), std::string(sm_copy_ptx_isa()),
                                                      std::string(sm_copy_ptx_target())); });
+
+  m.def("pattern_gpu_ptx", []() { return std::string(pattern_gpu_ptx()); });
+  m.def("pattern_gpu_ready", &pattern_gpu_ready, "device"_a,
+        "True where GPU `device` fills and checks the verification pattern with its own kernels "
+        "(False: through host memory).");
 
   m.def("cuda_probe", []() {
     std::string why;

@@ -9,6 +9,13 @@
  *
  * Copies and the SM copy kernel: a "module" is the PTX text it was loaded from (its function must
  * be declared there as ".entry NAME("), a launch of it copies params {dst, src, n} with memmove.
+ * The engine's pattern kernels (core/pattern_gpu.cc) are run by name here, from their definition
+ * (word w is splitmix64(seed ^ w)): gdrlab_pattern_fill {dst, words, seed} writes the words,
+ * gdrlab_pattern_check {src, words, seed, bad} lowers *bad to the first word that differs. They
+ * are counted apart (fake_cuda_pattern_launches, not fake_cuda_launches), are not failed by
+ * GDRLAB_FAKE_CUDA_FAIL=cuLaunchKernel (that aims at the copy kernel) and never corrupt;
+ * GDRLAB_FAKE_CUDA_NO_PATTERN=1 makes cuModuleGetGlobal fail, so the engine checks through host
+ * memory as on a driver without the kernels. A module's ".global" array is 64 words of its own.
  * Events record the host clock when cuEventRecord runs; cuEventElapsedTime refuses events made
  * with CU_EVENT_DISABLE_TIMING (CUDA_ERROR_INVALID_HANDLE), as the driver does.
  * GDRLAB_FAKE_CUDA_CORRUPT names a copy call (cuMemcpyHtoDAsync, cuMemcpyDtoHAsync,
@@ -135,14 +142,31 @@ int cuDeviceCanAccessPeer(int* ok, int a, int b) {
   return 0;
 }
 
-struct fake_module { char* text; };
-struct fake_function { struct fake_module* mod; };
+struct fake_module { char* text; unsigned long long globals[64]; };
+struct fake_function { struct fake_module* mod; char name[64]; };
+static int pattern_launches;
+int fake_cuda_pattern_launches(void) { return pattern_launches; }
+static unsigned long long splitmix64(unsigned long long x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+int cuModuleGetGlobal_v2(unsigned long long* dptr, size_t* bytes, void* mod, const char* name) {
+  struct fake_module* m = mod;
+  if (!m || !strstr(m->text, name) || !strstr(m->text, ".global")) return 500; /* CUDA_ERROR_NOT_FOUND */
+  const char* off = getenv("GDRLAB_FAKE_CUDA_NO_PATTERN");
+  if (off && strcmp(off, "1") == 0) return 500;
+  *dptr = (unsigned long long)(uintptr_t)m->globals;
+  *bytes = sizeof m->globals;
+  return 0;
+}
 int cuModuleLoadData(void** mod, const void* image) {
   int r = fails("cuModuleLoadData");
   if (r) return r;
   const char* text = (const char*)image;
   if (!strstr(text, ".version") || !strstr(text, ".target") || !strstr(text, ".entry")) return 218; /* INVALID_PTX */
-  struct fake_module* m = malloc(sizeof *m);
+  struct fake_module* m = calloc(1, sizeof *m);
   m->text = strdup(text);
   *mod = m;
   ++live_modules;
@@ -153,8 +177,9 @@ int cuModuleGetFunction(void** fn, void* mod, const char* name) {
   char want[128];
   snprintf(want, sizeof want, ".entry %s(", name);
   if (!m || !strstr(m->text, want)) return 500; /* CUDA_ERROR_NOT_FOUND */
-  struct fake_function* f = malloc(sizeof *f);
+  struct fake_function* f = calloc(1, sizeof *f);
   f->mod = m;
+  snprintf(f->name, sizeof f->name, "%s", name);
   *fn = f;
   return 0;
 }
@@ -162,6 +187,26 @@ int cuModuleGetFunction(void** fn, void* mod, const char* name) {
 int cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned shared, void* stream, void** params, void** extra) {
   (void)shared; (void)extra;
+  struct fake_function* f = fn;
+  if (f && params && strcmp(f->name, "gdrlab_pattern_fill") == 0) {
+    unsigned long long* dst = (unsigned long long*)(uintptr_t)*(unsigned long long*)params[0];
+    unsigned long long words = *(unsigned long long*)params[1], seed = *(unsigned long long*)params[2];
+    for (unsigned long long w = 0; w < words; ++w) dst[w] = splitmix64(seed ^ w);
+    ++pattern_launches;
+    return 0;
+  }
+  if (f && params && strcmp(f->name, "gdrlab_pattern_check") == 0) {
+    const unsigned long long* src = (const unsigned long long*)(uintptr_t)*(unsigned long long*)params[0];
+    unsigned long long words = *(unsigned long long*)params[1], seed = *(unsigned long long*)params[2];
+    unsigned long long* bad = (unsigned long long*)(uintptr_t)*(unsigned long long*)params[3];
+    for (unsigned long long w = 0; w < words; ++w)
+      if (src[w] != splitmix64(seed ^ w)) {
+        if (w < *bad) *bad = w;
+        break;
+      }
+    ++pattern_launches;
+    return 0;
+  }
   int r = fails("cuLaunchKernel");
   if (r) return r;
   if (!fn || !params || !gx || !gy || !gz || !bx || !by || !bz || bx * by * bz > 1024) return 1;

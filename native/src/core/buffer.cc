@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/knobs.h"
+#include "core/pattern_gpu.h"
 #include "core/vocab.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -108,8 +109,12 @@ inline uint64_t splitmix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Device memory is filled and checked through a host scratch buffer, one slice at a time.
+// Device memory is filled and checked by the GPU's own kernels (core/pattern_gpu.h) from this
+// many bytes on, where the message starts 8-byte aligned; below it, or where the kernels cannot
+// load, through a host scratch buffer, one slice at a time. Below 64 KiB a kernel's launch and
+// wait cost about what the host copy does.
 constexpr size_t kSlice = 8u << 20;
+constexpr size_t kKernelMinBytes = 64u << 10;
 }  // namespace
 
 int pointer_device(uintptr_t address) {
@@ -313,6 +318,18 @@ void Buffer::fill_pattern(uint64_t seed, size_t offset, size_t len) {
   }
   const CudaApi& api = cuda();
   cuda_set(ctx_);
+  const CUdeviceptr at = device_ptr() + offset;
+  if (len >= kKernelMinBytes && at % 8 == 0 && pattern_gpu_ready(device_)) {
+    const size_t words = len / 8, tail = len % 8;
+    pattern_gpu_fill(device_, at, words, seed);
+    if (tail) {  // the last bytes, past the whole words, through the host
+      uint8_t t[8];
+      pattern_fill_host(t, tail, seed, words * 8);
+      GDRLAB_CU(api, cuMemcpyHtoDAsync, at + words * 8, t, tail, nullptr);
+      GDRLAB_CU(api, cuStreamSynchronize, nullptr);
+    }
+    return;
+  }
   std::vector<uint8_t> scratch(std::min(len, kSlice));
   for (size_t done = 0; done < len;) {
     size_t n = std::min(kSlice, len - done);
@@ -329,6 +346,26 @@ int64_t Buffer::check_pattern(uint64_t seed, size_t offset, size_t len) const {
     return pattern_check_host(static_cast<const uint8_t*>(host_ptr()) + offset, len, seed, 0);
   const CudaApi& api = cuda();
   cuda_set(ctx_);
+  const CUdeviceptr at = device_ptr() + offset;
+  if (len >= kKernelMinBytes && at % 8 == 0 && pattern_gpu_ready(device_)) {
+    const size_t words = len / 8;
+    const int64_t w = pattern_gpu_first_bad_word(device_, at, words, seed);
+    if (w != -2) {  // -2: every result slot busy; the host check below answers instead
+      // The GPU names the first differing word; its bytes (or the tail past the last whole word
+      // when every word matched) come back to name the first differing byte.
+      const size_t from = w >= 0 ? static_cast<size_t>(w) * 8 : words * 8;
+      const size_t n = w >= 0 ? 8 : len % 8;
+      if (n == 0) return -1;
+      uint8_t t[8];
+      GDRLAB_CU(api, cuMemcpyDtoHAsync, t, at + from, n, nullptr);
+      GDRLAB_CU(api, cuStreamSynchronize, nullptr);
+      const int64_t bad = pattern_check_host(t, n, seed, from);
+      if (bad >= 0) return static_cast<int64_t>(from) + bad;
+      // A word the kernel saw differ reads right now: the memory changed under the check. The
+      // message is not what was sent either way; its word is the answer.
+      return w >= 0 ? static_cast<int64_t>(from) : -1;
+    }
+  }
   std::vector<uint8_t> scratch(std::min(len, kSlice));
   for (size_t done = 0; done < len;) {
     size_t n = std::min(kSlice, len - done);

@@ -135,6 +135,9 @@ enum : unsigned {
   REQ(cuCtxDisablePeerAccess, "cuCtxDisablePeerAccess", CUresult, (CUcontext))                \
   REQ(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", CUresult,                                       \
       (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream))                     \
+  /* The pattern kernels' result words (core/pattern_gpu.cc); without it, host checks. */    \
+  OPT(cuModuleGetGlobal, "cuModuleGetGlobal_v2", CUresult,                                    \
+      (CUdeviceptr*, size_t*, CUmodule, const char*))                                         \
   /* CUDA 11.7+: export GPU memory as a dma-buf fd for RDMA importers. */                     \
   OPT(cuMemGetHandleForAddressRange, "cuMemGetHandleForAddressRange", CUresult,               \
       (void*, CUdeviceptr, size_t, int, unsigned long long))                                  \

@@ -34,7 +34,8 @@ namespace gdrlab {
   X(DevRoot, "GDRLAB_DEV_ROOT", "", "/dev", "where device files are (/dev/infiniband)")                          \
   X(IbverbsLib, "GDRLAB_IBVERBS_LIB", "", "libibverbs.so.1", "the verbs library opened at run time")             \
   X(SpinUs, "GDRLAB_SPIN_US", "", "by the socket", "microseconds a socket spins before it blocks in poll()")     \
-  X(KeepPageable, "GDRLAB_KEEP_PAGEABLE", "", "1", "0 gives freed pageable message buffers back at once")
+  X(KeepPageable, "GDRLAB_KEEP_PAGEABLE", "", "1", "0 gives freed pageable message buffers back at once")        \
+  X(PatternKernels, "GDRLAB_PATTERN_KERNELS", "", "1", "0 fills and checks GPU messages through host memory")
 
 enum class Knob : uint8_t {
 #define GDRLAB_KNOB_ID(id, name, nccl, dflt, meaning) id,
