@@ -133,6 +133,10 @@ void bind_memory(nb::module_& m) {
 
   m.def("live_pinned_bytes", &live_pinned_bytes);
   m.def("live_device_bytes", &live_device_bytes);
+  m.def("kept_pinned_bytes", &kept_pinned_bytes,
+        "Freed pinned blocks kept page-locked for the next buffer of their size (GDRLAB_KEEP_PINNED).");
+  m.def("release_kept_buffers", &release_kept_buffers,
+        "Gives every kept pageable and pinned block back now.");
 
   m.def("pattern_bytes", [](uint64_t seed, size_t n) {
     std::vector<uint8_t> v(n);

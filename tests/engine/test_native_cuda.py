@@ -125,3 +125,59 @@ def test_hand_declared_constants_match_cuda_h(tmp_path):
                                                        check=True).stdout.splitlines())
     wrong = {n: (v, got[n]) for n, v in consts.items() if int(v, 0) != int(got[n])}
     assert not wrong, f"declared vs cuda.h: {wrong}"
+
+
+KEEP_PINNED = """
+    import ctypes, json
+    from gdrlab import _native
+    fake = ctypes.CDLL("libcuda.so.1")
+    MIB = 1 << 20
+    out = {}
+    a = _native.Buffer("pinned", 2 * MIB)
+    first = a.address
+    ctypes.memset(first, 0x5A, 2 * MIB)
+    del a
+    out["after_free"] = [fake.fake_cuda_live_allocs(), _native.kept_pinned_bytes(), _native.live_pinned_bytes()]
+    b = _native.Buffer("pinned", 2 * MIB)
+    out["reused"] = b.address == first
+    out["zeroed"] = ctypes.string_at(b.address, 2 * MIB) == bytes(2 * MIB)
+    out["while_used"] = [fake.fake_cuda_live_allocs(), _native.kept_pinned_bytes(), _native.live_pinned_bytes()]
+    c = _native.Buffer("pinned", 2 * MIB + 1)  # another size: a block of its own
+    out["other_size"] = c.address != b.address
+    d = _native.Buffer("pinned", 2 * MIB, 1)  # another GPU: not the GPU 0 block
+    del b
+    e = _native.Buffer("pinned", 2 * MIB, 1)
+    out["other_gpu_fresh"] = _native.kept_pinned_bytes() == 2 * MIB
+    del c, d, e
+    small = [_native.Buffer("pinned", 4096) for _ in range(3)]
+    del small  # under 1 MiB: freed at once
+    many = [_native.Buffer("pinned", (40 + i) * MIB) for i in range(10)]
+    while many:
+        many.pop(0)  # freed in order of size: 40 MiB first
+    out["cap"] = [_native.kept_pinned_bytes(), fake.fake_cuda_live_allocs()]
+    _native.release_kept_buffers()
+    out["released"] = [fake.fake_cuda_live_allocs(), _native.kept_pinned_bytes()]
+    print(json.dumps(out))
+"""
+
+
+def test_freed_pinned_blocks_are_kept_by_gpu_and_size_and_zeroed(fake_cuda_dir):
+    """A GPU path's staging is page-locked afresh by every test unless freed blocks are kept: a
+    freed pinned block of 1 MiB or more goes to the next buffer of the same GPU and size, zeroed;
+    at most 8 blocks and 256 MiB stay locked (the oldest unlocked first); release_kept_buffers()
+    unlocks them all; live_pinned_bytes() counts only buffers in use."""
+    out = run_with_fake_cuda(fake_cuda_dir, KEEP_PINNED, GDRLAB_FAKE_CUDA_DEVICES="2")
+    mib = 1 << 20
+    assert out["after_free"] == [1, 2 * mib, 0], out
+    assert out["reused"] and out["zeroed"], out
+    assert out["while_used"] == [1, 0, 2 * mib], out
+    assert out["other_size"] and out["other_gpu_fresh"], out
+    kept, allocs = out["cap"]
+    # the 10 blocks of 40-49 MiB: the newest that fit 256 MiB (45-49 MiB, 5 blocks); nothing else
+    assert kept == sum(range(45, 50)) * mib and allocs == 5, out
+    assert out["released"] == [0, 0], out
+
+
+def test_keep_pinned_off_unlocks_at_once(fake_cuda_dir):
+    out = run_with_fake_cuda(fake_cuda_dir, KEEP_PINNED, GDRLAB_FAKE_CUDA_DEVICES="2", GDRLAB_KEEP_PINNED="0")
+    assert out["after_free"] == [0, 0, 0] and out["cap"] == [0, 0], out

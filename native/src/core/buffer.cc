@@ -100,6 +100,71 @@ void give_back(void* p, size_t bytes) {
   for (void* q : out) std::free(q);
 }
 
+// Freed pinned blocks of 1 MiB and more are kept the same way, by GPU and exact size: a GPU
+// path's staging buffers (staged: a pinned bounce per side, shared: a pinned buffer per side) are
+// allocated afresh by every test, and page-locking 64 MiB (cuMemHostAlloc and cuMemFreeHost) cost
+// 31-48 ms on an H200 host, about a third of what a 64 MiB staged test cost besides its
+// messages. Zeroed on reuse, as pageable ones; at most kKeepPinnedBlocks blocks and kKeepBytes in
+// all stay page-locked, the oldest unlocked first. GDRLAB_KEEP_PINNED=0 keeps none.
+constexpr size_t kKeepPinnedBlocks = 8;
+struct KeptPinned {
+  void* p;
+  size_t bytes;
+  int device;
+};
+std::deque<KeptPinned>& kept_pinned() {
+  static auto* kept = new std::deque<KeptPinned>();
+  return *kept;
+}
+std::atomic<size_t> g_kept_pinned{0};
+
+bool keeping_pinned() {
+  static const bool on = [] {
+    const EnvSetting e = knob_env(Knob::KeepPinned);
+    return GDRLAB_KEEP_PAGEABLE && !(e.value && std::strcmp(e.value, "0") == 0);
+  }();
+  return on;
+}
+
+void* take_kept_pinned(size_t bytes, int device) {
+  if (!keeping_pinned() || bytes < kKeepMinBytes) return nullptr;
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(keep_mutex());
+    auto& kept = kept_pinned();
+    for (auto it = kept.begin(); it != kept.end(); ++it) {
+      if (it->bytes == bytes && it->device == device) {
+        p = it->p;
+        kept.erase(it);
+        g_kept_pinned -= bytes;
+        break;
+      }
+    }
+  }
+  if (p) std::memset(p, 0, bytes);
+  return p;
+}
+
+// True when the block was kept; false: the caller frees it.
+bool keep_pinned(void* p, size_t bytes, int device) {
+  if (!keeping_pinned() || bytes < kKeepMinBytes || bytes > kKeepBytes) return false;
+  std::vector<void*> out;
+  {
+    std::lock_guard<std::mutex> lock(keep_mutex());
+    auto& kept = kept_pinned();
+    kept.push_back({p, bytes, device});
+    g_kept_pinned += bytes;
+    while (kept.size() > kKeepPinnedBlocks || g_kept_pinned.load() > kKeepBytes) {
+      out.push_back(kept.front().p);
+      g_kept_pinned -= kept.front().bytes;
+      kept.pop_front();
+    }
+  }
+  if (const CudaApi* api = cuda_if_loaded())
+    for (void* q : out) api->cuMemFreeHost(q);
+  return true;
+}
+
 size_t pageable_rounded(size_t size_bytes) { return (size_bytes + 4095) & ~size_t(4095); }
 
 inline uint64_t splitmix(uint64_t x) {
@@ -141,6 +206,22 @@ const char* mem_kind_name(MemKind kind) {
 }
 
 size_t live_pinned_bytes() { return g_pinned.load(); }
+size_t kept_pinned_bytes() { return g_kept_pinned.load(); }
+
+void release_kept_buffers() {
+  std::vector<void*> pageable, pinned;
+  {
+    std::lock_guard<std::mutex> lock(keep_mutex());
+    for (const KeptBlock& k : kept_blocks()) pageable.push_back(k.p);
+    kept_blocks().clear();
+    for (const KeptPinned& k : kept_pinned()) pinned.push_back(k.p);
+    kept_pinned().clear();
+    g_kept_pinned = 0;
+  }
+  for (void* p : pageable) std::free(p);
+  if (const CudaApi* api = cuda_if_loaded())
+    for (void* p : pinned) api->cuMemFreeHost(p);
+}
 size_t live_device_bytes() { return g_device.load(); }
 
 namespace {
@@ -216,7 +297,8 @@ Buffer::Buffer(MemKind kind, size_t size_bytes, int device) {
       ctx_ = cuda_context(device);
       cuda_set(ctx_);
       void* p = nullptr;
-      GDRLAB_CU(api, cuMemHostAlloc, &p, size_bytes, CU_MEMHOSTALLOC_PORTABLE);
+      p = take_kept_pinned(size_bytes, device);
+      if (!p) GDRLAB_CU(api, cuMemHostAlloc, &p, size_bytes, CU_MEMHOSTALLOC_PORTABLE);
       addr_ = reinterpret_cast<uintptr_t>(p);
       g_pinned += size_bytes;
       break;
@@ -289,7 +371,7 @@ Buffer::~Buffer() {
   switch (kind_) {
     case MemKind::Pageable: give_back(host_ptr(), pageable_rounded(size_)); break;
     case MemKind::Pinned:
-      if (api) api->cuMemFreeHost(host_ptr());
+      if (api && !keep_pinned(host_ptr(), size_, device_)) api->cuMemFreeHost(host_ptr());
       g_pinned -= size_;
       break;
     case MemKind::Device:

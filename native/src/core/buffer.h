@@ -64,5 +64,9 @@ int pointer_device(uintptr_t address);
 // Bytes currently held in pinned / device allocations made by Buffer (leak checks).
 size_t live_pinned_bytes();
 size_t live_device_bytes();
+// Bytes of freed pinned blocks kept page-locked for the next buffer of their size (not counted in
+// live_pinned_bytes), and the call that gives every kept block, pageable and pinned, back now.
+size_t kept_pinned_bytes();
+void release_kept_buffers();
 
 }  // namespace gdrlab

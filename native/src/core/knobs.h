@@ -35,6 +35,7 @@ namespace gdrlab {
   X(IbverbsLib, "GDRLAB_IBVERBS_LIB", "", "libibverbs.so.1", "the verbs library opened at run time")             \
   X(SpinUs, "GDRLAB_SPIN_US", "", "by the socket", "microseconds a socket spins before it blocks in poll()")     \
   X(KeepPageable, "GDRLAB_KEEP_PAGEABLE", "", "1", "0 gives freed pageable message buffers back at once")        \
+  X(KeepPinned, "GDRLAB_KEEP_PINNED", "", "1", "0 frees pinned staging buffers at once")                           \
   X(PatternKernels, "GDRLAB_PATTERN_KERNELS", "", "1", "0 fills and checks GPU messages through host memory")
 
 enum class Knob : uint8_t {
