@@ -39,6 +39,9 @@ SMALL_BYTES = 1 << 20
 PROBE_BYTES = 4 << 20
 #: Adaptive runs: timed iterations of the probe test (after one untimed).
 PROBE_ITERS = 3
+#: Adaptive runs: how much faster than a ping-pong's one-way time a streamed message is taken to
+#: be at most, when the latency half decides whether the bandwidth half needs a probe.
+STREAM_SPEEDUP = 4.0
 #: The wires whose both sides the engine carries: the memory kinds follow the path there.
 ENGINE_WIRES = WIRES
 #: The most lanes one test spreads over (perftest's -q takes more, but a class server has 64 places).
@@ -249,6 +252,23 @@ def _collect(call: Callable[[int, int], tuple[Any, float, bool, dict[str, Any]]]
     out.verified = out.verified and ok
 
 
+def least_fills(budget_s: float, windows: int, window: int, lat: Any) -> bool:
+    """True when ``windows`` bandwidth windows of ``window`` messages take at least ``budget_s``
+    even at :data:`STREAM_SPEEDUP` times the pace of the latency half's median one-way time
+    (``lat``, a :class:`Summary`; None or NaN: unknown, False).
+
+    A streamed message can take less than a ping-pong's one-way time (the sender does not wait
+    for the reply, and a path's stages overlap across messages), so the latency's pace alone would
+    skip probes that could have chosen more windows; taken 4 times faster, the skip happens only
+    where the least count fills the budget by a wide margin. From 1 MiB on a window is 64 MiB of
+    messages whatever the size, and the probe's 4 windows were most of what a size of 1-4 MiB cost
+    an adaptive sweep, to choose the least count every time."""
+    p50_us = getattr(lat, "p50_us", None) if lat is not None else None
+    if p50_us is None or not np.isfinite(p50_us) or p50_us <= 0:
+        return False
+    return windows * window * p50_us * 1e-6 / STREAM_SPEEDUP >= budget_s
+
+
 def _buffers(conns: list[Any], parts: list[int], kind: str | None, device: int) -> list[Buffer | None]:
     """This side's message buffers of ``kind`` (None: the engine allocates the path's kind; a
     library wire allocates its own)."""
@@ -290,15 +310,20 @@ def measure_size(conns: list[Any], opts: Any, size: int) -> tuple[dict[str, Any]
         errors: list[BaseException] = []
         start = threading.Barrier(len(parts))
 
+        least_bw = min(5 if size <= SMALL_BYTES else 3, n_bw)
+        # The latency half just measured this size: where it shows that the least count of windows
+        # already fills this half's budget, a probe could only choose that count again.
+        probe_bw = (size <= PROBE_BYTES and len(parts) == 1
+                    and not (budget is not None and least_fills(budget / halves, least_bw + wu, window, lat)))
+
         def lane(i: int) -> None:
             try:
-                least = min(5 if size <= SMALL_BYTES else 3, n_bw)
-                ad = None if budget is None else Adaptive(budget / halves, least=least, most=max(n_bw, least))
+                ad = None if budget is None else Adaptive(budget / halves, least=least_bw, most=max(n_bw, least_bw))
                 if len(parts) > 1:  # no probe then: the lanes' kept tests start together
                     start.wait(opts.timeout_s)
                 _collect(lambda n, w: conns[i].measure(opts.path, parts[i], mode="bw", iters=n, warmup=w,
                                                        window=window, buffer=bufs[i], both_ways=par.bidir, **common),
-                         n_bw, wu, ad, bw_runs[i], probe=size <= PROBE_BYTES and len(parts) == 1)
+                         n_bw, wu, ad, bw_runs[i], probe=probe_bw)
             except BaseException as exc:  # raised below, in the caller's thread
                 errors.append(exc)
                 start.abort()

@@ -88,3 +88,45 @@ def test_fake_detects_pooled_cold_samples():
         pooled += conn.measure("host", 8, mode="lat", iters=20, warmup=2, window=1, buffer=None, chunk=0, depth=0,
                                device=0)[0]
     assert pooled.count(COLD_S) == 3 * (COLD_ITERS - 2)
+
+
+class SteadyConn(FakeConn):
+    """Every sample the same: ``one_way_s`` per latency sample, ``window`` times it per window."""
+
+    def __init__(self, one_way_s: float) -> None:
+        super().__init__()
+        self.one_way_s = one_way_s
+
+    def measure(self, path, size, *, mode, iters, warmup, window, buffer, chunk, depth, device, both_ways=False):
+        self.calls.append({"mode": mode, "iters": iters, "warmup": warmup})
+        per = self.one_way_s * (window if mode == "bw" else 1)
+        return [per] * iters, float(size * window), True, {}
+
+
+@pytest.mark.parametrize("one_way_s,probes", [(2e-3, False), (1e-5, True)])
+def test_the_bandwidth_probe_is_skipped_where_the_latency_shows_the_least_count_fills_the_budget(one_way_s, probes):
+    # 2 MiB: a window of 32 messages, least 3 windows after 1 warm-up. At 2 ms one way, 4 windows
+    # take 256 ms at the latency's pace, 64 ms at 4 times it: more than the 40 ms half budget, so
+    # a probe (4 more windows) could only choose the least count again. At 10 us they take 0.3 ms.
+    conn = SteadyConn(one_way_s)
+    opts = driver.options("host", [2 << 20], mode="both", parity=Parity(duration=0.08))
+    measure_size([conn], opts, 2 << 20)
+    bw_calls = [c for c in conn.calls if c["mode"] == "bw"]
+    assert len(bw_calls) == (2 if probes else 1), conn.calls
+    if not probes:
+        assert bw_calls[0]["iters"] == 3
+    else:  # the probe saw a fast window and the kept test takes more than the least count
+        assert bw_calls[-1]["iters"] > 3
+
+
+def test_least_fills_reads_the_latency_median():
+    import math
+
+    from gdrlab.transfer.lanes import STREAM_SPEEDUP, least_fills
+    from gdrlab.transfer.stats import summarize
+    lat = summarize([1e-3] * 5, 1)  # p50 1000 us
+    assert least_fills(6 * 32 * 1e-3 / STREAM_SPEEDUP, 6, 32, lat)
+    assert not least_fills(6 * 32 * 1e-3 / STREAM_SPEEDUP * 1.01, 6, 32, lat)
+    assert not least_fills(0.001, 6, 32, None)
+    assert not least_fills(0.001, 6, 32, summarize([], 1))  # NaN median: unknown
+    assert not math.isnan(lat.p50_us)
