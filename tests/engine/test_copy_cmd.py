@@ -77,6 +77,20 @@ def test_every_direction_and_engine_moves_verified_data(fake_cuda_dir, direction
     no_leaks(out)
 
 
+def test_sm_kernels_that_run_at_once_share_the_gpu(fake_cuda_dir):
+    """One SM copy kernel takes 4 blocks of 512 threads per SM (2048, every resident thread); the
+    two kernels of a bidirectional copy take 2 each, so both fit on the GPU at once instead of the
+    second waiting for the first's grid to end (the stand-in reports 1 SM)."""
+    code = SWEEP.replace('print(json.dumps(out))', 'out["grid"] = fake.fake_cuda_last_grid()\n    print(json.dumps(out))')
+    one = run_with_fake_cuda(fake_cuda_dir, code.format(kw=repr(dict(direction="h2d", sizes=[1 << 20], iters=2,
+                                                                            warmup=0, engine="sm"))))
+    both = run_with_fake_cuda(fake_cuda_dir, code.format(kw=repr(dict(direction="h2d", sizes=[1 << 20], iters=2,
+                                                                             warmup=0, engine="sm", bidir=True))))
+    assert (one["grid"], one["rows"][0]["sm_blocks"]) == (4, 4), one
+    assert (both["grid"], both["rows"][0]["sm_blocks"]) == (2, 2), both
+    assert both["rows"][0]["verified"] and one["rows"][0]["verified"]
+
+
 @pytest.mark.parametrize("direction", ["h2d", "d2d"])
 def test_bidir_runs_both_directions_at_once(fake_cuda_dir, direction):
     out = sweep(fake_cuda_dir, direction=direction, sizes=[65536], iters=3, warmup=0, bidir=True, engine="sm")

@@ -145,6 +145,11 @@ int cuDeviceCanAccessPeer(int* ok, int a, int b) {
 struct fake_module { char* text; unsigned long long globals[64]; };
 struct fake_function { struct fake_module* mod; char name[64]; };
 static int pattern_launches;
+static unsigned grid_blocks;
+/* blocks in the grid of the last copy kernel launch (cuDeviceGetAttribute is a stub here that
+ * leaves its answer unwritten: the engine takes the GPU to have 1 SM) */
+unsigned fake_cuda_last_grid(void) { return grid_blocks; }
+
 int fake_cuda_pattern_launches(void) { return pattern_launches; }
 static unsigned long long splitmix64(unsigned long long x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -214,6 +219,7 @@ int cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
   unsigned long long n = *(unsigned long long*)params[2];
   ++launches;
   ++launches_on[current_dev];
+  grid_blocks = gx;
   copy_bytes("cuLaunchKernel", (void*)(uintptr_t)dst, (const void*)(uintptr_t)src, (size_t)n, stream);
   return 0;
 }

@@ -81,14 +81,14 @@ void set_peer(const CopyLeg& leg, PeerMode peer) {
   set_peer_access(b, a, peer != PeerMode::Off && can_access_peer(b, a));
 }
 
-void issue(Leg& L, size_t size, CopyEngine engine) {
+void issue(Leg& L, size_t size, CopyEngine engine, unsigned share) {
   const CudaApi& api = cuda();
   const CopyLeg& s = L.spec;
   cuda_use(s.exec_device);
   CUstream st = L.stream.get();
   GDRLAB_CU(api, cuEventRecord, L.start.get(), st);
   if (engine == CopyEngine::SM) {
-    sm_copy_launch(s.exec_device, L.dst_addr, L.src_addr, size, st);
+    sm_copy_launch(s.exec_device, L.dst_addr, L.src_addr, size, st, share);
   } else if (is_host(s.src_kind)) {
     GDRLAB_CU(api, cuMemcpyHtoDAsync, L.dst->device_ptr(), L.src->host_ptr(), size, st);
   } else if (is_host(s.dst_kind)) {
@@ -193,8 +193,15 @@ CopyRunResult copy_run(const std::vector<CopyLeg>& specs, size_t size, int iters
   }
   CopyRunResult out;
   out.bytes_per_sample = static_cast<double>(size) * legs.size();
+  // The SM kernels that run at once on one GPU share its resident threads (sm_copy_launch).
+  std::vector<unsigned> share(legs.size(), 1);
+  for (size_t k = 0; k < legs.size(); ++k) {
+    unsigned same = 0;
+    for (const auto& M : legs) same += M->spec.exec_device == legs[k]->spec.exec_device;
+    share[k] = same;
+  }
   if (engine == CopyEngine::SM) {
-    SmLaunchShape shape = sm_copy_shape(legs[0]->spec.exec_device, size);
+    SmLaunchShape shape = sm_copy_shape(legs[0]->spec.exec_device, size, share[0]);
     out.sm_blocks = shape.blocks;
     out.sm_threads = shape.threads;
   }
@@ -206,7 +213,7 @@ CopyRunResult copy_run(const std::vector<CopyLeg>& specs, size_t size, int iters
     if (check)
       for (auto& L : legs) dirty(*L, size);
     auto t0 = Clock::now();
-    for (auto& L : legs) issue(*L, size, engine);
+    for (size_t k = 0; k < legs.size(); ++k) issue(*legs[k], size, engine, share[k]);
     for (auto& L : legs) {
       cuda_use(L->spec.exec_device);
       GDRLAB_CU(api, cuEventSynchronize, L->end.get());

@@ -113,18 +113,21 @@ const char* sm_copy_ptx() { return kPtx; }
 const char* sm_copy_ptx_isa() { return "6.0"; }
 const char* sm_copy_ptx_target() { return "sm_50"; }
 
-SmLaunchShape sm_copy_shape(int device, size_t n) {
+SmLaunchShape sm_copy_shape(int device, size_t n, unsigned share) {
   const Loaded& L = loaded(device);
   size_t vectors = std::max<size_t>(1, n / 16);
   size_t need = (vectors + kThreads - 1) / kThreads;
-  size_t most = static_cast<size_t>(L.sms) * kBlocksPerSm;
+  // A kernel whose grid fills every SM's resident threads keeps them until its grid-stride loop
+  // ends: a second kernel on the same GPU would wait for it. With `share` kernels at once, each
+  // takes its share (at least one block per SM, as nvbandwidth's copy kernels launch).
+  size_t most = static_cast<size_t>(L.sms) * std::max<size_t>(1, kBlocksPerSm / std::max(1u, share));
   return {static_cast<unsigned>(std::max<size_t>(1, std::min(need, most))), kThreads};
 }
 
-void sm_copy_launch(int device, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream) {
+void sm_copy_launch(int device, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream, unsigned share) {
   if ((dst | src) % 16 != 0) throw_invalid("the SM copy kernel needs 16-byte aligned addresses");
   const Loaded& L = loaded(device);
-  SmLaunchShape shape = sm_copy_shape(device, n);
+  SmLaunchShape shape = sm_copy_shape(device, n, share);
   cuda_use(device);
   unsigned long long n64 = n;
   void* params[] = {&dst, &src, &n64};

@@ -19,13 +19,16 @@ const char* sm_copy_ptx_target();
 // memory, a peer's with peer access enabled, or pinned host memory's device address.
 // 16-byte loads and stores where both addresses are 16-byte aligned (the kernel copies n/16
 // vectors, then the n%16 tail bytes); addresses that are not aligned are refused.
-void sm_copy_launch(int device, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream);
+// `share`: how many copy kernels run on this GPU at once (both directions of a bidirectional copy,
+// the legs of an all-to-one pattern): each launch takes 1/share of the resident threads the GPU
+// holds, so the launches run side by side instead of one after the other.
+void sm_copy_launch(int device, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream, unsigned share = 1);
 
 // Threads per block and blocks the launch of `n` bytes on `device` uses (for the output).
 struct SmLaunchShape {
   unsigned blocks;
   unsigned threads;
 };
-SmLaunchShape sm_copy_shape(int device, size_t n);
+SmLaunchShape sm_copy_shape(int device, size_t n, unsigned share = 1);
 
 }  // namespace gdrlab
