@@ -154,9 +154,12 @@ def host_sweep_widget(sizes: Any = "8:4M", y: str = "lat_p50_us") -> SweepWidget
     from ..widgets import SweepWidget
 
     from ..engine import Sweep
+    from ..transfer.driver import LIVE_DURATION_S
 
-    # One local peer process and one connection for the whole sweep, not a process per point.
-    return SweepWidget(Sweep("host"), sizes, y=y, name="host path, tcp loopback", model=host_model(sizes),
+    # One local peer process and one connection for the whole sweep, not a process per point;
+    # each size's iteration count fills LIVE_DURATION_S (gdrlab bench --duration), so a point
+    # lands every few hundredths of a second where the fixed counts took up to a second.
+    return SweepWidget(Sweep("host", duration=LIVE_DURATION_S), sizes, y=y, name="host path, tcp loopback", model=host_model(sizes),
                        title="host path over the tcp wire")
 
 

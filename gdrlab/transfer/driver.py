@@ -286,22 +286,35 @@ _WIRES: dict[str, Wire] = {
 }
 
 
+#: Seconds per size of the live widgets' sweeps (:class:`Sweep` ``duration``): the adaptive
+#: iteration count of ``gdrlab bench --duration`` (bench/sweep_speed.py measures it against the
+#: fixed counts).
+LIVE_DURATION_S = 0.04
+
+
 class Sweep:
     """One peer and one connection for a whole sweep, size after size: what a live widget needs
     (no server process per point). ``Sweep(path, ...)`` takes :func:`bench`'s arguments but no
     sizes; ``sweep(size)`` (or :meth:`measure`) connects on first use, warms up once and returns
     that size's row as a one-row DataFrame with live provenance; :meth:`close` (or leaving a
     ``with`` block) stops the peer. A local peer that went away (its idle timeout, between two
-    widget runs) is started again once."""
+    widget runs) is started again once. ``duration`` (seconds per size, ``gdrlab bench
+    --duration``): each size's iteration counts are chosen to fill that time (at least a few
+    warmed-up iterations, at most the fixed counts) instead of the fixed counts; the live widgets
+    use :data:`LIVE_DURATION_S`."""
 
     def __init__(self, path: str = "host", *, mode: str = "both", wire: str | None = None, peer: str | None = None,
                  token: str | None = None, chunk: int | None = None, depth: int | None = None, device: int = 0,
                  iters: int | None = None, window: int | None = None, warmup: int | None = None,
-                 timeout_s: float = 10.0, local_peer: str = "auto", opts: BenchOptions | None = None) -> None:
+                 timeout_s: float = 10.0, local_peer: str = "auto", duration: float | None = None,
+                 opts: BenchOptions | None = None) -> None:
         if local_peer not in LOCAL_PEERS:
             raise InvalidArgument(f"local_peer must be 'auto', 'process' or 'thread', got {local_peer!r}")
+        if opts is not None and duration is not None:
+            raise InvalidArgument("give duration inside opts (its parity), not beside it")
+        parity = None if duration is None else Parity(duration=duration)  # checked by _options
         self.opts = opts or _options(path, [1], iters, mode, wire, chunk, depth, device, window, warmup,
-                                     timeout_s, False)
+                                     timeout_s, False, parity)
         if self.opts.wire == "none":
             raise InvalidArgument(f"path {self.opts.path!r} crosses no wire: use bench() for GPU-to-GPU copies")
         _WIRES[self.opts.wire].require(self.opts.path)
@@ -338,7 +351,9 @@ class Sweep:
 
     def provenance(self) -> dict[str, Any]:
         """Live provenance of the rows measured so far."""
-        what = {"what": f"gdrlab bench --path {self.opts.path} --wire {self.opts.wire}", "peer": self.peer_name}
+        duration = self.opts.parity.duration if self.opts.parity is not None else None
+        cmd = f"gdrlab bench --path {self.opts.path} --wire {self.opts.wire}"
+        what = {"what": cmd + (f" --duration {duration:g}" if duration else ""), "peer": self.peer_name}
         what.update(self._wire.describe(self._link, self.info))
         return provenance.live(what, machine())
 

@@ -127,8 +127,9 @@ else:
 
 # %% [markdown] id="00-host-sweep-note"
 # When the sweep has finished, `sweep.result()` is a DataFrame of what was measured, tagged as
-# live (`.attrs["provenance"]`). The same measurement from a terminal:
-# `gdrlab bench --path host --sizes 8:4M`.
+# live (`.attrs["provenance"]`). The widget gives each size about 0.04 s (each size's iteration
+# count is chosen to fill it); the same measurement from a terminal:
+# `gdrlab bench --path host --sizes 8:4M --duration 0.04`.
 
 # %% [markdown] id="00-host-spread-intro"
 # ### How steady is that floor?

@@ -80,3 +80,30 @@ def test_the_widget_closes_its_sweep_when_the_run_ends(monkeypatch):
     w = SweepWidget(m, [8, 64, 512])
     w.start(wait=True)
     assert len(w.rows) == 3 and m.closed == 1
+
+
+def test_a_sweep_with_a_duration_sizes_its_iterations_by_time(peers_started):
+    """``duration`` is ``gdrlab bench --duration``: at 64 KiB the fixed count is 1000 round trips,
+    a 0.01 s budget per size holds far fewer on any machine (a round trip of 64 KiB over loopback
+    takes tens of microseconds at least). The provenance says which method measured the row."""
+    from gdrlab.transfer.stats import auto_counts
+    fixed_iters = auto_counts(65536)[0]
+    with engine.Sweep("host", local_peer="thread", duration=0.01) as sweep:
+        row = sweep.measure(65536)
+    assert row["verified"].all() and row["iters"].iloc[0] < fixed_iters
+    assert "ci_rel" in row.columns
+    assert provenance.of(row)["what"].endswith("--duration 0.01")
+    for bad in (0, -1, 4000, "fast"):
+        with pytest.raises(engine.InvalidArgument):
+            engine.Sweep("host", duration=bad)
+    with pytest.raises(engine.InvalidArgument):
+        engine.Sweep("host", duration=0.04, opts=driver.options("host", [8]))
+
+
+def test_the_live_widgets_sweep_by_time():
+    pytest.importorskip("ipywidgets")
+    pytest.importorskip("plotly")
+    from gdrlab.labsupport import lab00, lab04
+
+    for w in (lab00.host_sweep_widget("8:64"), lab04.sweep_widget("host", "8:64")):  # a GPU path needs a GPU to build
+        assert w.measure_fn.opts.parity.duration == driver.LIVE_DURATION_S
