@@ -20,6 +20,19 @@ namespace {
 // sm_32 and later; a thread's later words can only be larger, so it stops there). The result
 // words are the module's own global array, one per check in flight, so no allocation is made
 // per check. PTX ISA 6.0, target sm_50, as the SM copy's (the driver JIT-compiles for newer GPUs).
+// The thread's first word (%rd4) and the grid's stride (%rd6); x = splitmix64(seed ^ w) from the
+// seed in %rd3 and the word in %rd4, into %rd7 (%rd8 scratch). Each kernel spells both the same.
+#define GDRLAB_PTX_GRID \
+  "\tmov.u32 \t%r1, %ctaid.x;\n\tmov.u32 \t%r2, %ntid.x;\n\tmov.u32 \t%r3, %tid.x;\n"   \
+  "\tmov.u32 \t%r4, %nctaid.x;\n\tmul.wide.u32 \t%rd4, %r1, %r2;\n\tcvt.u64.u32 \t%rd5, %r3;\n" \
+  "\tadd.s64 \t%rd4, %rd4, %rd5;\n\tmul.wide.u32 \t%rd6, %r4, %r2;\n"
+#define GDRLAB_PTX_SPLITMIX                                                                       \
+  "\txor.b64 \t%rd7, %rd3, %rd4;\n\tadd.s64 \t%rd7, %rd7, 0x9E3779B97F4A7C15;\n"            \
+  "\tshr.u64 \t%rd8, %rd7, 30;\n\txor.b64 \t%rd7, %rd7, %rd8;\n"                           \
+  "\tmul.lo.s64 \t%rd7, %rd7, 0xBF58476D1CE4E5B9;\n\tshr.u64 \t%rd8, %rd7, 27;\n"           \
+  "\txor.b64 \t%rd7, %rd7, %rd8;\n\tmul.lo.s64 \t%rd7, %rd7, 0x94D049BB133111EB;\n"          \
+  "\tshr.u64 \t%rd8, %rd7, 31;\n\txor.b64 \t%rd7, %rd7, %rd8;\n"
+
 constexpr const char kPtx[] = R"PTX(
 .version 6.0
 .target sm_50
@@ -41,28 +54,10 @@ constexpr const char kPtx[] = R"PTX(
 	ld.param.u64 	%rd2, [p_words];
 	ld.param.u64 	%rd3, [p_seed];
 	cvta.to.global.u64 	%rd1, %rd1;
-	mov.u32 	%r1, %ctaid.x;
-	mov.u32 	%r2, %ntid.x;
-	mov.u32 	%r3, %tid.x;
-	mov.u32 	%r4, %nctaid.x;
-	mul.wide.u32 	%rd4, %r1, %r2;
-	cvt.u64.u32 	%rd5, %r3;
-	add.s64 	%rd4, %rd4, %rd5;
-	mul.wide.u32 	%rd6, %r4, %r2;
-FILL:
+)PTX" GDRLAB_PTX_GRID R"PTX(FILL:
 	setp.ge.u64 	%p1, %rd4, %rd2;
 	@%p1 bra 	FILL_DONE;
-	xor.b64 	%rd7, %rd3, %rd4;
-	add.s64 	%rd7, %rd7, 0x9E3779B97F4A7C15;
-	shr.u64 	%rd8, %rd7, 30;
-	xor.b64 	%rd7, %rd7, %rd8;
-	mul.lo.s64 	%rd7, %rd7, 0xBF58476D1CE4E5B9;
-	shr.u64 	%rd8, %rd7, 27;
-	xor.b64 	%rd7, %rd7, %rd8;
-	mul.lo.s64 	%rd7, %rd7, 0x94D049BB133111EB;
-	shr.u64 	%rd8, %rd7, 31;
-	xor.b64 	%rd7, %rd7, %rd8;
-	shl.b64 	%rd9, %rd4, 3;
+)PTX" GDRLAB_PTX_SPLITMIX R"PTX(	shl.b64 	%rd9, %rd4, 3;
 	add.s64 	%rd10, %rd1, %rd9;
 	st.global.u64 	[%rd10], %rd7;
 	add.s64 	%rd4, %rd4, %rd6;
@@ -88,31 +83,13 @@ FILL_DONE:
 	ld.param.u64 	%rd11, [p_bad];
 	cvta.to.global.u64 	%rd1, %rd1;
 	cvta.to.global.u64 	%rd11, %rd11;
-	mov.u32 	%r1, %ctaid.x;
-	mov.u32 	%r2, %ntid.x;
-	mov.u32 	%r3, %tid.x;
-	mov.u32 	%r4, %nctaid.x;
-	mul.wide.u32 	%rd4, %r1, %r2;
-	cvt.u64.u32 	%rd5, %r3;
-	add.s64 	%rd4, %rd4, %rd5;
-	mul.wide.u32 	%rd6, %r4, %r2;
-CHECK:
+)PTX" GDRLAB_PTX_GRID R"PTX(CHECK:
 	setp.ge.u64 	%p1, %rd4, %rd2;
 	@%p1 bra 	CHECK_DONE;
 	shl.b64 	%rd9, %rd4, 3;
 	add.s64 	%rd10, %rd1, %rd9;
 	ld.global.u64 	%rd12, [%rd10];
-	xor.b64 	%rd7, %rd3, %rd4;
-	add.s64 	%rd7, %rd7, 0x9E3779B97F4A7C15;
-	shr.u64 	%rd8, %rd7, 30;
-	xor.b64 	%rd7, %rd7, %rd8;
-	mul.lo.s64 	%rd7, %rd7, 0xBF58476D1CE4E5B9;
-	shr.u64 	%rd8, %rd7, 27;
-	xor.b64 	%rd7, %rd7, %rd8;
-	mul.lo.s64 	%rd7, %rd7, 0x94D049BB133111EB;
-	shr.u64 	%rd8, %rd7, 31;
-	xor.b64 	%rd7, %rd7, %rd8;
-	setp.ne.b64 	%p2, %rd12, %rd7;
+)PTX" GDRLAB_PTX_SPLITMIX R"PTX(	setp.ne.b64 	%p2, %rd12, %rd7;
 	@%p2 bra 	MISMATCH;
 	add.s64 	%rd4, %rd4, %rd6;
 	bra.uni 	CHECK;
@@ -122,6 +99,8 @@ CHECK_DONE:
 	ret;
 }
 )PTX";
+#undef GDRLAB_PTX_GRID
+#undef GDRLAB_PTX_SPLITMIX
 
 constexpr unsigned kThreads = 256;
 constexpr unsigned kBlocksPerSm = 8;  // 2048 resident threads per SM / 256
