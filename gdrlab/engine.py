@@ -11,7 +11,7 @@ from __future__ import annotations
 from .errors import InvalidArgument, PeerTimeout, Unavailable
 from .transfer.buffers import Buffer, cuda_status, export_dmabuf, gpus, machine, native
 from .transfer.copies import copy_bench
-from .transfer.driver import Sweep, bench
+from .transfer.driver import LIVE_DURATION_S, Sweep, bench
 from .transfer.p2p import p2p_bench
 from .transfer.peers import MAX_TIMEOUT_S, LocalPeer, ThreadPeer
 from .transfer.peers import check_timeout as _check_timeout  # noqa: F401 - `gdrlab serve` imports it from here
@@ -25,7 +25,7 @@ from .vocab import path_info, paths_over
 
 __all__ = [
     "TCP_PATHS", "GPU_PATHS", "Buffer", "Connection", "VerbsConnection", "LocalPeer", "ThreadPeer", "connect",
-    "bench", "Sweep", "copy_bench", "p2p_bench", "summarize", "result_columns", "cuda_status", "gpus", "machine",
+    "bench", "Sweep", "LIVE_DURATION_S", "copy_bench", "p2p_bench", "summarize", "result_columns", "cuda_status", "gpus", "machine",
     "export_dmabuf", "native", "ProgressFn", "DEFAULT_CHUNK", "DEFAULT_DEPTH", "MAX_TIMEOUT_S", "Unavailable",
     "InvalidArgument", "PeerTimeout",
 ]

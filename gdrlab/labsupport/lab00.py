@@ -153,8 +153,7 @@ def host_sweep_widget(sizes: Any = "8:4M", y: str = "lat_p50_us") -> SweepWidget
     """A :class:`gdrlab.widgets.SweepWidget` measuring the ``host`` path size by size."""
     from ..widgets import SweepWidget
 
-    from ..engine import Sweep
-    from ..transfer.driver import LIVE_DURATION_S
+    from ..engine import LIVE_DURATION_S, Sweep
 
     # One local peer process and one connection for the whole sweep, not a process per point;
     # each size's iteration count fills LIVE_DURATION_S (gdrlab bench --duration), so a point

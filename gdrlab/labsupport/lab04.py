@@ -137,9 +137,7 @@ def sweep_widget(path: str = "pipelined", sizes: SizeSpec = "8:64M", profile: st
         overlay = None
     # One peer and one connection for the whole sweep (engine.Sweep), not a peer per point; each
     # size's iteration count fills LIVE_DURATION_S (gdrlab bench --duration).
-    from ..transfer.driver import LIVE_DURATION_S
-
-    return SweepWidget(engine.Sweep(path, duration=LIVE_DURATION_S), sizes, y=y, name=path, model=overlay,
+    return SweepWidget(engine.Sweep(path, duration=engine.LIVE_DURATION_S), sizes, y=y, name=path, model=overlay,
                        title=f"{path} over the tcp wire")
 
 
