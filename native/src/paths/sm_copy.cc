@@ -9,10 +9,8 @@
 namespace gdrlab {
 namespace {
 
-// Grid-stride copy, 16 bytes per vector (ld/st.global.v4.u32): each thread loads four vectors a
-// grid apart before it stores them (four reads in flight per thread: a read of host memory across
-// PCIe waits a microsecond or more), then one vector at a time for what is left, then the n % 16
-// tail bytes by the first n % 16 threads of the grid. PTX ISA 6.0 (CUDA 9.0) and target sm_50: the
+// Grid-stride copy, 16 bytes per thread per step (ld/st.global.v4.u32), then the n % 16 tail
+// bytes by the first n % 16 threads of the grid. PTX ISA 6.0 (CUDA 9.0) and target sm_50: the
 // driver JIT-compiles PTX for a newer GPU than the target it declares, so any GPU from Maxwell on
 // runs it (PTX ISA, "Target ISA notes"). Parameters: dst, src (generic addresses), n (bytes).
 constexpr const char kPtx[] = R"PTX(
@@ -26,10 +24,10 @@ constexpr const char kPtx[] = R"PTX(
 	.param .u64 p_n
 )
 {
-	.reg .pred 	%p<4>;
+	.reg .pred 	%p<3>;
 	.reg .b16 	%rs<2>;
-	.reg .b32 	%r<21>;
-	.reg .b64 	%rd<32>;
+	.reg .b32 	%r<9>;
+	.reg .b64 	%rd<16>;
 
 	ld.param.u64 	%rd1, [p_dst];
 	ld.param.u64 	%rd2, [p_src];
@@ -46,31 +44,6 @@ constexpr const char kPtx[] = R"PTX(
 	mul.wide.u32 	%rd6, %r4, %r2;
 	shr.u64 	%rd7, %rd3, 4;
 	mov.u64 	%rd8, %rd4;
-	mul.lo.s64 	%rd20, %rd6, 3;
-	shl.b64 	%rd21, %rd6, 4;
-COPY64:
-	add.s64 	%rd22, %rd8, %rd20;
-	setp.ge.u64 	%p3, %rd22, %rd7;
-	@%p3 bra 	COPY16;
-	shl.b64 	%rd9, %rd8, 4;
-	add.s64 	%rd10, %rd2, %rd9;
-	add.s64 	%rd23, %rd10, %rd21;
-	add.s64 	%rd24, %rd23, %rd21;
-	add.s64 	%rd25, %rd24, %rd21;
-	ld.global.v4.u32 	{%r5, %r6, %r7, %r8}, [%rd10];
-	ld.global.v4.u32 	{%r9, %r10, %r11, %r12}, [%rd23];
-	ld.global.v4.u32 	{%r13, %r14, %r15, %r16}, [%rd24];
-	ld.global.v4.u32 	{%r17, %r18, %r19, %r20}, [%rd25];
-	add.s64 	%rd11, %rd1, %rd9;
-	add.s64 	%rd26, %rd11, %rd21;
-	add.s64 	%rd27, %rd26, %rd21;
-	add.s64 	%rd28, %rd27, %rd21;
-	st.global.v4.u32 	[%rd11], {%r5, %r6, %r7, %r8};
-	st.global.v4.u32 	[%rd26], {%r9, %r10, %r11, %r12};
-	st.global.v4.u32 	[%rd27], {%r13, %r14, %r15, %r16};
-	st.global.v4.u32 	[%rd28], {%r17, %r18, %r19, %r20};
-	add.s64 	%rd8, %rd22, %rd6;
-	bra.uni 	COPY64;
 COPY16:
 	setp.ge.u64 	%p1, %rd8, %rd7;
 	@%p1 bra 	TAIL;
