@@ -47,7 +47,7 @@ sys.path.insert(0, str(HERE.parent))
 from gdrlab import provenance  # noqa: E402
 from gdrlab.errors import GdrlabError  # noqa: E402
 from gdrlab.transfer.buffers import machine  # noqa: E402
-from gdrlab.transfer.driver import Sweep, bench, options  # noqa: E402
+from gdrlab.transfer.driver import LIVE_DURATION_S, Sweep, bench, options  # noqa: E402
 from gdrlab.transfer.lanes import Parity, lane_sizes  # noqa: E402
 from gdrlab.units import parse_size, parse_sizes  # noqa: E402
 
@@ -232,9 +232,9 @@ def main() -> int:
     ap.add_argument("--paths", default="host,staged,shared,pipelined")
     ap.add_argument("--sizes", default="8:64M")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--budget", type=float, default=0.04,
-                    help="adaptive: seconds per size (latency and bandwidth halves share it); sizes above "
-                         "4 MiB take the least count instead")
+    ap.add_argument("--budget", type=float, default=LIVE_DURATION_S,
+                    help="adaptive: seconds per size (latency and bandwidth halves share it; default: the "
+                         "live widgets' engine.LIVE_DURATION_S); sizes above 4 MiB take the least count instead")
     ap.add_argument("--streams", default="1,2,4", help="host 64 MiB stream counts, or 'none' to skip that part")
     ap.add_argument("--stream-size", default="64M")
     ap.add_argument("--no-interleaved", dest="interleaved", action="store_false",
