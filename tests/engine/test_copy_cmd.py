@@ -31,6 +31,7 @@ SWEEP = """
         out["provenance"] = df.attrs["provenance"]
     except errors.GdrlabError as e:
         out["raised"], out["message"] = type(e).__name__, str(e)
+    _native.release_kept_buffers()  # freed pinned blocks kept for reuse are not leaks: unlock them first
     out.update(allocs=fake.fake_cuda_live_allocs(), streams=fake.fake_cuda_live_streams(),
                events=fake.fake_cuda_live_events(), pinned=_native.live_pinned_bytes(),
                device=_native.live_device_bytes(), launches=fake.fake_cuda_launches(),
