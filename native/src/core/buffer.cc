@@ -12,15 +12,16 @@
 #include "core/pattern_gpu.h"
 #include "core/vocab.h"
 
+// Freed pageable and pinned blocks are kept for reuse, except under AddressSanitizer.
 #if defined(__SANITIZE_ADDRESS__)
-#define GDRLAB_KEEP_PAGEABLE 0
+#define GDRLAB_KEEP_FREED 0
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define GDRLAB_KEEP_PAGEABLE 0
+#define GDRLAB_KEEP_FREED 0
 #endif
 #endif
-#ifndef GDRLAB_KEEP_PAGEABLE
-#define GDRLAB_KEEP_PAGEABLE 1
+#ifndef GDRLAB_KEEP_FREED
+#define GDRLAB_KEEP_FREED 1
 #endif
 
 namespace gdrlab {
@@ -56,7 +57,7 @@ std::deque<KeptBlock>& kept_blocks() {
 bool keeping() {
   static const bool on = [] {
     const EnvSetting e = knob_env(Knob::KeepPageable);
-    return GDRLAB_KEEP_PAGEABLE && !(e.value && std::strcmp(e.value, "0") == 0);
+    return GDRLAB_KEEP_FREED && !(e.value && std::strcmp(e.value, "0") == 0);
   }();
   return on;
 }
@@ -121,7 +122,7 @@ std::atomic<size_t> g_kept_pinned{0};
 bool keeping_pinned() {
   static const bool on = [] {
     const EnvSetting e = knob_env(Knob::KeepPinned);
-    return GDRLAB_KEEP_PAGEABLE && !(e.value && std::strcmp(e.value, "0") == 0);
+    return GDRLAB_KEEP_FREED && !(e.value && std::strcmp(e.value, "0") == 0);
   }();
   return on;
 }
